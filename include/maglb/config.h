@@ -1,0 +1,113 @@
+// The configuration model: what an operator writes in the TOML file, validated.
+// config/example.toml documents every key.
+#ifndef MAGLB_CONFIG_H_
+#define MAGLB_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "maglb/ip_address.h"
+#include "maglb/lookup_table.h"
+#include "maglb/maglev.h"
+
+namespace maglb {
+
+enum class Protocol : uint8_t { kTcp = 6, kUdp = 17 };
+enum class Forwarding : uint8_t { kGre, kIpip, kL2Dsr };
+/// How a VIP's table is filled. Every scheme compiles to a LookupTable.
+enum class Algorithm : uint8_t { kMaglev };
+
+std::string_view ToString(Protocol p);
+std::string_view ToString(Forwarding f);
+std::string_view ToString(Algorithm a);
+
+inline constexpr uint64_t kDefaultHashSeed = 0;
+inline constexpr uint32_t kDefaultConntrackCapacity = 1u << 20;  // flows per worker
+inline constexpr uint32_t kDefaultTcpEstablishedTimeoutS = 3600;
+inline constexpr uint32_t kDefaultTcpClosingTimeoutS = 10;
+inline constexpr uint32_t kDefaultTcpSynTimeoutS = 30;
+inline constexpr uint32_t kDefaultUdpTimeoutS = 60;
+inline constexpr uint32_t kDefaultMtu = 1500;
+inline constexpr uint8_t kDefaultEncapTtl = 64;
+
+struct BackendConfig {
+  std::string name;
+  IpAddress address;
+  uint32_t weight = 1;
+  int line = 0;  // where it was declared, for messages
+};
+
+struct VipConfig {
+  std::string name;
+  IpAddress address;
+  Protocol protocol = Protocol::kTcp;
+  uint16_t port = 0;  // 0: every port
+  Forwarding forwarding = Forwarding::kGre;
+  Algorithm algorithm = Algorithm::kMaglev;
+  uint32_t table_size = kDefaultTableSize;
+  std::vector<BackendConfig> backends;
+  int line = 0;
+
+  std::vector<BackendSpec> BackendSpecs() const;
+};
+
+/// This LB's own identity on the data plane, and how it encapsulates.
+struct LbConfig {
+  /// Seed of the flow hash. Every LB instance of one deployment must share it,
+  /// so that a flow hashes identically wherever ECMP sends it.
+  uint64_t hash_seed = kDefaultHashSeed;
+  std::optional<IpAddress> ipv4;  // answers ARP and ping on it
+  std::optional<IpAddress> ipv6;  // answers neighbour solicitation and ping
+  std::optional<IpAddress> gateway_v4;  // next hop of encapsulated traffic
+  std::optional<IpAddress> gateway_v6;
+  /// Outer source of encapsulated packets; defaults to ipv4 / ipv6.
+  std::optional<IpAddress> encap_source_v4;
+  std::optional<IpAddress> encap_source_v6;
+  /// Host bits of the outer source that vary per flow (0 = fixed source), so
+  /// that backends' RSS spreads flows over their queues.
+  uint8_t encap_source_v4_flow_bits = 0;
+  uint8_t encap_source_v6_flow_bits = 0;
+  uint8_t encap_ttl = kDefaultEncapTtl;
+  uint32_t mtu = kDefaultMtu;  // egress MTU; larger encapsulated packets get ICMP
+};
+
+struct ConntrackConfig {
+  uint32_t capacity = kDefaultConntrackCapacity;
+  uint32_t tcp_established_timeout_s = kDefaultTcpEstablishedTimeoutS;
+  uint32_t tcp_closing_timeout_s = kDefaultTcpClosingTimeoutS;
+  uint32_t tcp_syn_timeout_s = kDefaultTcpSynTimeoutS;
+  uint32_t udp_timeout_s = kDefaultUdpTimeoutS;
+};
+
+/// A static neighbour entry: overrides ARP/ND for that address.
+struct NeighborConfig {
+  IpAddress address;
+  MacAddress mac;
+  int line = 0;
+};
+
+struct Config {
+  std::string source;  // file name, for messages
+  LbConfig lb;
+  ConntrackConfig conntrack;
+  std::vector<NeighborConfig> neighbors;
+  std::vector<VipConfig> vips;
+
+  const VipConfig* FindVip(std::string_view name) const;
+};
+
+/// Parses and validates TOML text. `source` names it in errors, which read
+/// "SOURCE:LINE: KEY: what is wrong". Unknown keys are errors (a typo must not
+/// silently fall back to a default).
+absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view source);
+
+/// Reads and parses a file.
+absl::StatusOr<Config> LoadConfig(const std::string& path);
+
+}  // namespace maglb
+
+#endif  // MAGLB_CONFIG_H_

@@ -1,0 +1,54 @@
+// Deterministic hashing for everything that decides placement.
+//
+// maglb's placement must be identical on every process, host, build and
+// version, so it never uses absl::Hash or std::hash (seeded per process or
+// unspecified). The one hash is XXH64 (xxHash, 64-bit variant, as specified
+// by its author), computed on little-endian byte loads so that big-endian
+// hosts agree too.
+#ifndef MAGLB_HASH_H_
+#define MAGLB_HASH_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace maglb {
+
+/// XXH64 of `data` with `seed`.
+uint64_t Xxh64(const void* data, size_t len, uint64_t seed);
+
+inline uint64_t Xxh64(std::string_view s, uint64_t seed) {
+  return Xxh64(s.data(), s.size(), seed);
+}
+
+inline uint64_t Xxh64(std::span<const uint8_t> bytes, uint64_t seed) {
+  return Xxh64(bytes.data(), bytes.size(), seed);
+}
+
+/// Streaming XXH64 for data that arrives in pieces; gives the same result as
+/// the one-shot function over the concatenation.
+class Xxh64Stream {
+ public:
+  explicit Xxh64Stream(uint64_t seed);
+  void Update(const void* data, size_t len);
+  void UpdateU64(uint64_t v);  // appends v as 8 little-endian bytes
+  uint64_t Digest() const;
+
+ private:
+  uint64_t acc_[4];
+  uint64_t seed_;
+  uint64_t total_len_ = 0;
+  uint8_t buffer_[32];
+  size_t buffered_ = 0;
+};
+
+/// Seeds of the two independent hashes of a backend's name that give its
+/// Maglev permutation (offset, skip). Fixed forever: changing them moves
+/// every flow of every deployment.
+inline constexpr uint64_t kMaglevOffsetSeed = 0x6d61676c622d6f66ULL;  // "maglb-of"
+inline constexpr uint64_t kMaglevSkipSeed = 0x6d61676c622d736bULL;    // "maglb-sk"
+
+}  // namespace maglb
+
+#endif  // MAGLB_HASH_H_

@@ -1,0 +1,67 @@
+// The table format that the packet path reads, whatever scheme built it.
+#ifndef MAGLB_LOOKUP_TABLE_H_
+#define MAGLB_LOOKUP_TABLE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace maglb {
+
+/// One backend as the table builders see it: an identity and a weight.
+/// Placement depends only on the set of (name, weight), never on the order.
+struct BackendSpec {
+  std::string name;
+  uint32_t weight = 1;  // 0 = draining: keeps its flows, gets no new ones
+};
+
+/// An immutable, prime-sized table of backend indices. Slot s holds an index
+/// into the backend list that the table was built from (in that list's order,
+/// so the caller maps indices back to its own backends).
+///
+/// Lookup maps a 64-bit flow hash to a slot with a multiply-shift ("fastrange")
+/// on the hash's high 32 bits, (h >> 32) * M >> 32, instead of h % M: no
+/// division on the packet path, and every slot covers 2^32/M ± 1 hash values.
+class LookupTable {
+ public:
+  static constexpr uint16_t kMaxBackends = 0xFFFF;  // slot entries are uint16_t
+
+  LookupTable() = default;
+  /// `slots` must be non-empty and every entry < backend_names.size().
+  LookupTable(std::vector<uint16_t> slots, std::vector<std::string> backend_names);
+
+  /// True when the table has no slots: every backend weighs 0 (or none exist),
+  /// so new flows have nowhere to go.
+  bool empty() const { return slots_.empty(); }
+  uint32_t size() const { return static_cast<uint32_t>(slots_.size()); }
+
+  /// Backend index for a flow hash. Requires !empty().
+  uint16_t Lookup(uint64_t flow_hash) const {
+    return slots_[SlotOf(flow_hash, size())];
+  }
+  static uint32_t SlotOf(uint64_t flow_hash, uint32_t m) {
+    return static_cast<uint32_t>(((flow_hash >> 32) * m) >> 32);
+  }
+
+  uint16_t slot(uint32_t s) const { return slots_[s]; }
+  const std::vector<uint16_t>& slots() const { return slots_; }
+  const std::vector<std::string>& backend_names() const { return backend_names_; }
+
+  /// Entries per backend index.
+  std::vector<uint32_t> EntryCounts() const;
+
+  /// 64-bit fingerprint of the table's contents: XXH64 over M and, slot by
+  /// slot, the XXH64 of the backend *name* in that slot. Two instances whose
+  /// tables route every slot to the same names have equal fingerprints, however
+  /// they list their backends. 0 for an empty table.
+  uint64_t fingerprint() const { return fingerprint_; }
+
+ private:
+  std::vector<uint16_t> slots_;
+  std::vector<std::string> backend_names_;
+  uint64_t fingerprint_ = 0;
+};
+
+}  // namespace maglb
+
+#endif  // MAGLB_LOOKUP_TABLE_H_

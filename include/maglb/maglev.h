@@ -1,0 +1,53 @@
+// Maglev consistent hashing (Eisenbud et al., NSDI 2016, section 3.4).
+#ifndef MAGLB_MAGLEV_H_
+#define MAGLB_MAGLEV_H_
+
+#include <cstdint>
+#include <span>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "maglb/lookup_table.h"
+
+namespace maglb {
+
+inline constexpr uint32_t kDefaultTableSize = 65537;
+inline constexpr uint32_t kMinTableSize = 251;
+/// The largest prime below 2^22: room for 40,000 backends at 100 slots each.
+inline constexpr uint32_t kMaxTableSize = 4194301;
+/// Weights are relative; 65535 leaves room for fine ratios while refusing the
+/// absurd (a typo of 10^9 is an error, not a silent 100% share).
+inline constexpr uint32_t kMaxWeight = 65535;
+
+/// Checks what every table builder requires: M prime within
+/// [kMinTableSize, kMaxTableSize], at least as many slots as backends, names
+/// non-empty and distinct, weights at most kMaxWeight, at most
+/// LookupTable::kMaxBackends backends. The message says which rule broke and
+/// for which backend.
+absl::Status ValidateTableInput(std::span<const BackendSpec> backends, uint32_t m);
+
+/// A backend's permutation of the M slots: slot_j = (offset + j * skip) mod M.
+/// offset = XXH64(name, kMaglevOffsetSeed) mod M and
+/// skip = XXH64(name, kMaglevSkipSeed) mod (M - 1) + 1; M prime makes every
+/// skip coprime to M, so the permutation visits every slot exactly once.
+struct MaglevPermutation {
+  uint32_t offset;
+  uint32_t skip;
+};
+MaglevPermutation MaglevPermutationOf(std::string_view name, uint32_t m);
+
+/// Builds the Maglev lookup table. Backends take turns, in the byte order of
+/// their names (so the result does not depend on how they are listed), each
+/// claiming its next preferred empty slot. Weights: every turn a backend earns
+/// `weight` credits and claims one slot per `max_weight` credits it holds, so
+/// entries are proportional to weight and equal weights reduce exactly to the
+/// paper's one-claim-per-turn. Weight-0 backends claim nothing; if all weigh 0
+/// the returned table is empty().
+///
+/// Cost: O(M log M) probes, each an add and a compare (no division).
+absl::StatusOr<LookupTable> BuildMaglevTable(std::span<const BackendSpec> backends,
+                                             uint32_t m = kDefaultTableSize);
+
+}  // namespace maglb
+
+#endif  // MAGLB_MAGLEV_H_

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs, with apt-get, everything that building, testing, benchmarking and
+# test mode need. Idempotent: skips what is present, and runs `apt-get update`
+# only when something is missing.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential g++ pkg-config meson ninja-build
+  clang libfuzzer-14-dev libclang-rt-14-dev
+  libdpdk-dev dpdk-dev
+  libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libtomlplusplus-dev
+  iproute2 ethtool nftables procps psmisc curl
+  python3 python3-scapy tshark
+  gnuplot-nox
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+# tshark asks whether non-root users may capture; answer no, non-interactively.
+echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,449 @@
+#include "maglb/config.h"
+
+// Debian builds toml++ as a shared library with exceptions on, so parse errors
+// arrive as toml::parse_error; it is caught right here and becomes a Status.
+#include <toml++/toml.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "maglb/prime.h"
+
+namespace maglb {
+
+std::string_view ToString(Protocol p) { return p == Protocol::kTcp ? "tcp" : "udp"; }
+
+std::string_view ToString(Forwarding f) {
+  switch (f) {
+    case Forwarding::kGre: return "gre";
+    case Forwarding::kIpip: return "ipip";
+    case Forwarding::kL2Dsr: return "l2dsr";
+  }
+  return "?";
+}
+
+std::string_view ToString(Algorithm a) {
+  switch (a) {
+    case Algorithm::kMaglev: return "maglev";
+  }
+  return "?";
+}
+
+std::vector<BackendSpec> VipConfig::BackendSpecs() const {
+  std::vector<BackendSpec> specs;
+  specs.reserve(backends.size());
+  for (const BackendConfig& b : backends) specs.push_back({b.name, b.weight});
+  return specs;
+}
+
+const VipConfig* Config::FindVip(std::string_view name) const {
+  for (const VipConfig& v : vips) {
+    if (v.name == name) return &v;
+  }
+  return nullptr;
+}
+
+namespace {
+
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1,
+                         prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+// Reads one TOML table by key, remembering which keys it was asked for, so
+// that whatever is left over can be reported as unknown.
+class TableReader {
+ public:
+  TableReader(const toml::table& table, std::string source, std::string path)
+      : table_(table), source_(std::move(source)), path_(std::move(path)) {}
+
+  const std::string& path() const { return path_; }
+
+  absl::Status Error(const toml::node* node, std::string_view key,
+                     std::string_view message) const {
+    int line = node != nullptr ? static_cast<int>(node->source().begin.line)
+                               : static_cast<int>(table_.source().begin.line);
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s:%d: %s: %s", source_, line, KeyPath(key), message));
+  }
+  std::string KeyPath(std::string_view key) const {
+    if (path_.empty()) return std::string(key);
+    if (key.empty()) return path_;
+    return absl::StrCat(path_, ".", std::string(key));
+  }
+  int line() const { return static_cast<int>(table_.source().begin.line); }
+
+  const toml::node* Get(std::string_view key) {
+    known_.insert(std::string(key));
+    return table_.get(key);
+  }
+
+  absl::Status String(std::string_view key, bool required, std::string* out) {
+    const toml::node* n = Get(key);
+    if (n == nullptr) {
+      return required ? Error(nullptr, key, "required key is missing") : absl::OkStatus();
+    }
+    if (!n->is_string()) return Error(n, key, "must be a string");
+    *out = n->as_string()->get();
+    return absl::OkStatus();
+  }
+
+  absl::Status Integer(std::string_view key, int64_t min, int64_t max, int64_t* out,
+                       bool* present = nullptr) {
+    const toml::node* n = Get(key);
+    if (present != nullptr) *present = n != nullptr;
+    if (n == nullptr) return absl::OkStatus();
+    if (!n->is_integer()) return Error(n, key, "must be an integer");
+    int64_t v = n->as_integer()->get();
+    if (v < min || v > max) {
+      return Error(n, key, absl::StrFormat("%d is out of range: must be from %d to %d", v,
+                                           min, max));
+    }
+    *out = v;
+    return absl::OkStatus();
+  }
+
+  template <typename T>
+  absl::Status Unsigned(std::string_view key, int64_t min, int64_t max, T* out) {
+    int64_t v = static_cast<int64_t>(*out);
+    if (absl::Status s = Integer(key, min, max, &v); !s.ok()) return s;
+    *out = static_cast<T>(v);
+    return absl::OkStatus();
+  }
+
+  absl::Status Address(std::string_view key, bool required, std::optional<IpAddress>* out) {
+    std::string text;
+    if (absl::Status s = String(key, required, &text); !s.ok()) return s;
+    if (table_.get(key) == nullptr) return absl::OkStatus();
+    std::optional<IpAddress> ip = IpAddress::Parse(text);
+    if (!ip) {
+      return Error(table_.get(key), key,
+                   absl::StrFormat("\"%s\" is not an IPv4 or IPv6 address", text));
+    }
+    *out = ip;
+    return absl::OkStatus();
+  }
+
+  template <typename E>
+  absl::Status Enum(std::string_view key, std::initializer_list<std::pair<std::string_view, E>> choices,
+                    E* out) {
+    std::string text;
+    if (absl::Status s = String(key, false, &text); !s.ok()) return s;
+    if (table_.get(key) == nullptr) return absl::OkStatus();
+    std::vector<std::string> names;
+    for (const auto& [name, value] : choices) {
+      if (name == text) {
+        *out = value;
+        return absl::OkStatus();
+      }
+      names.push_back(std::string(name));
+    }
+    return Error(table_.get(key), key,
+                 absl::StrFormat("\"%s\" is not one of: %s", text, absl::StrJoin(names, ", ")));
+  }
+
+  // Refuses keys nobody asked for; suggests the closest known one.
+  absl::Status CheckNoUnknownKeys() const {
+    for (auto&& [key, node] : table_) {
+      if (known_.count(std::string(key.str())) != 0) continue;
+      std::string hint;
+      size_t best = 3;
+      for (const std::string& k : known_) {
+        size_t d = EditDistance(key.str(), k);
+        if (d < best) {
+          best = d;
+          hint = absl::StrFormat(" (did you mean \"%s\"?)", k);
+        }
+      }
+      return Error(&node, key.str(), "unknown key" + hint);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const toml::table& table_;
+  std::string source_;
+  std::string path_;
+  std::set<std::string> known_;
+};
+
+#define MAGLB_RETURN_IF_ERROR(expr)            \
+  do {                                         \
+    if (absl::Status s_ = (expr); !s_.ok()) {  \
+      return s_;                               \
+    }                                          \
+  } while (false)
+
+// Iterates an array of tables ([[vip]], [[vip.backend]], [[neighbor]]).
+absl::Status ArrayOfTables(TableReader& parent, std::string_view key,
+                           std::vector<const toml::table*>* out) {
+  const toml::node* n = parent.Get(key);
+  if (n == nullptr) return absl::OkStatus();
+  const toml::array* arr = n->as_array();
+  if (arr == nullptr) {
+    return parent.Error(n, key, absl::StrFormat("must be an array of tables ([[%s]])",
+                                                parent.KeyPath(key)));
+  }
+  for (const toml::node& e : *arr) {
+    if (!e.is_table()) {
+      return parent.Error(&e, key, absl::StrFormat("must be an array of tables ([[%s]])",
+                                                   parent.KeyPath(key)));
+    }
+    out->push_back(e.as_table());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseLb(const toml::table& t, const std::string& source, LbConfig* lb) {
+  TableReader r(t, source, "lb");
+  int64_t seed = 0;
+  bool has_seed = false;
+  MAGLB_RETURN_IF_ERROR(r.Integer("hash_seed", 0, INT64_MAX, &seed, &has_seed));
+  if (has_seed) lb->hash_seed = static_cast<uint64_t>(seed);
+  MAGLB_RETURN_IF_ERROR(r.Address("ipv4", false, &lb->ipv4));
+  MAGLB_RETURN_IF_ERROR(r.Address("ipv6", false, &lb->ipv6));
+  MAGLB_RETURN_IF_ERROR(r.Address("gateway_v4", false, &lb->gateway_v4));
+  MAGLB_RETURN_IF_ERROR(r.Address("gateway_v6", false, &lb->gateway_v6));
+  MAGLB_RETURN_IF_ERROR(r.Address("encap_source_v4", false, &lb->encap_source_v4));
+  MAGLB_RETURN_IF_ERROR(r.Address("encap_source_v6", false, &lb->encap_source_v6));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("encap_source_v4_flow_bits", 0, 16, &lb->encap_source_v4_flow_bits));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("encap_source_v6_flow_bits", 0, 64, &lb->encap_source_v6_flow_bits));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("encap_ttl", 1, 255, &lb->encap_ttl));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("mtu", 1280, 9216, &lb->mtu));
+  MAGLB_RETURN_IF_ERROR(r.CheckNoUnknownKeys());
+
+  // Family checks: a v4 key must hold a v4 address, and so on.
+  struct FamilyCheck {
+    const char* key;
+    const std::optional<IpAddress>* value;
+    bool v6;
+  };
+  for (const FamilyCheck& c : {FamilyCheck{"ipv4", &lb->ipv4, false},
+                               FamilyCheck{"ipv6", &lb->ipv6, true},
+                               FamilyCheck{"gateway_v4", &lb->gateway_v4, false},
+                               FamilyCheck{"gateway_v6", &lb->gateway_v6, true},
+                               FamilyCheck{"encap_source_v4", &lb->encap_source_v4, false},
+                               FamilyCheck{"encap_source_v6", &lb->encap_source_v6, true}}) {
+    if (c.value->has_value() && (*c.value)->is_v6 != c.v6) {
+      return r.Error(t.get(c.key), c.key,
+                     absl::StrFormat("must be an %s address", c.v6 ? "IPv6" : "IPv4"));
+    }
+  }
+  if (!lb->encap_source_v4) lb->encap_source_v4 = lb->ipv4;
+  if (!lb->encap_source_v6) lb->encap_source_v6 = lb->ipv6;
+  return absl::OkStatus();
+}
+
+absl::Status ParseConntrack(const toml::table& t, const std::string& source,
+                            ConntrackConfig* ct) {
+  TableReader r(t, source, "conntrack");
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("capacity", 1024, 1 << 28, &ct->capacity));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("tcp_established_timeout_s", 1, 86400 * 7, &ct->tcp_established_timeout_s));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("tcp_closing_timeout_s", 1, 3600, &ct->tcp_closing_timeout_s));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("tcp_syn_timeout_s", 1, 3600, &ct->tcp_syn_timeout_s));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("udp_timeout_s", 1, 86400, &ct->udp_timeout_s));
+  return r.CheckNoUnknownKeys();
+}
+
+absl::Status ParseNeighbor(const toml::table& t, const std::string& source, size_t index,
+                           NeighborConfig* n) {
+  TableReader r(t, source, absl::StrFormat("neighbor[%d]", index));
+  n->line = r.line();
+  std::optional<IpAddress> addr;
+  MAGLB_RETURN_IF_ERROR(r.Address("address", true, &addr));
+  n->address = *addr;
+  std::string mac;
+  MAGLB_RETURN_IF_ERROR(r.String("mac", true, &mac));
+  std::optional<MacAddress> parsed = MacAddress::Parse(mac);
+  if (!parsed) {
+    return r.Error(t.get("mac"), "mac",
+                   absl::StrFormat("\"%s\" is not a MAC address like 02:00:00:00:00:01", mac));
+  }
+  n->mac = *parsed;
+  return r.CheckNoUnknownKeys();
+}
+
+absl::Status ParseBackend(const toml::table& t, const std::string& source,
+                          const std::string& vip_path, size_t index, BackendConfig* b) {
+  std::string path = absl::StrFormat("%s.backend[%d]", vip_path, index);
+  if (const toml::node* n = t.get("name"); n != nullptr && n->is_string()) {
+    path = absl::StrFormat("%s.backend[\"%s\"]", vip_path, n->as_string()->get());
+  }
+  TableReader r(t, source, path);
+  b->line = r.line();
+  MAGLB_RETURN_IF_ERROR(r.String("name", true, &b->name));
+  if (b->name.empty()) return r.Error(t.get("name"), "name", "must not be empty");
+  std::optional<IpAddress> addr;
+  MAGLB_RETURN_IF_ERROR(r.Address("address", true, &addr));
+  b->address = *addr;
+  int64_t weight = 1;
+  const toml::node* wn = r.Get("weight");
+  if (wn != nullptr) {
+    if (!wn->is_integer()) return r.Error(wn, "weight", "must be an integer");
+    weight = wn->as_integer()->get();
+    if (weight < 0) {
+      return r.Error(wn, "weight",
+                     absl::StrFormat("%d is negative: weights are from 0 (draining) to %u",
+                                     weight, kMaxWeight));
+    }
+    if (weight > kMaxWeight) {
+      return r.Error(wn, "weight",
+                     absl::StrFormat("%d is absurd: weights are relative, from 0 (draining) "
+                                     "to %u", weight, kMaxWeight));
+    }
+  }
+  b->weight = static_cast<uint32_t>(weight);
+  return r.CheckNoUnknownKeys();
+}
+
+absl::Status ParseVip(const toml::table& t, const std::string& source, size_t index,
+                      VipConfig* v) {
+  std::string path = absl::StrFormat("vip[%d]", index);
+  if (const toml::node* n = t.get("name"); n != nullptr && n->is_string()) {
+    path = absl::StrFormat("vip[\"%s\"]", n->as_string()->get());
+  }
+  TableReader r(t, source, path);
+  v->line = r.line();
+  MAGLB_RETURN_IF_ERROR(r.String("name", true, &v->name));
+  if (v->name.empty()) return r.Error(t.get("name"), "name", "must not be empty");
+  std::optional<IpAddress> addr;
+  MAGLB_RETURN_IF_ERROR(r.Address("address", true, &addr));
+  v->address = *addr;
+  MAGLB_RETURN_IF_ERROR(r.Enum<Protocol>("protocol", {{"tcp", Protocol::kTcp}, {"udp", Protocol::kUdp}},
+                                         &v->protocol));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("port", 0, 65535, &v->port));
+  MAGLB_RETURN_IF_ERROR(r.Enum<Forwarding>(
+      "forwarding",
+      {{"gre", Forwarding::kGre}, {"ipip", Forwarding::kIpip}, {"l2dsr", Forwarding::kL2Dsr}},
+      &v->forwarding));
+  MAGLB_RETURN_IF_ERROR(r.Enum<Algorithm>("algorithm", {{"maglev", Algorithm::kMaglev}},
+                                          &v->algorithm));
+  const toml::node* size_node = r.Get("table_size");
+  if (size_node != nullptr) {
+    if (!size_node->is_integer()) return r.Error(size_node, "table_size", "must be an integer");
+    int64_t m = size_node->as_integer()->get();
+    if (m < kMinTableSize || m > kMaxTableSize || !IsPrime(static_cast<uint64_t>(m))) {
+      return r.Error(size_node, "table_size",
+                     absl::StrFormat("%d must be a prime from %u to %u (65537 is the usual "
+                                     "choice)", m, kMinTableSize, kMaxTableSize));
+    }
+    v->table_size = static_cast<uint32_t>(m);
+  }
+
+  std::vector<const toml::table*> backends;
+  MAGLB_RETURN_IF_ERROR(ArrayOfTables(r, "backend", &backends));
+  absl::flat_hash_map<std::string, int> names;
+  for (size_t i = 0; i < backends.size(); ++i) {
+    BackendConfig b;
+    MAGLB_RETURN_IF_ERROR(ParseBackend(*backends[i], source, path, i, &b));
+    auto [it, inserted] = names.emplace(b.name, b.line);
+    if (!inserted) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s:%d: %s.backend[\"%s\"].name: duplicate backend name (first declared at line "
+          "%d); names identify backends and must be unique within a VIP",
+          source, b.line, path, b.name, it->second));
+    }
+    if (v->forwarding == Forwarding::kL2Dsr && b.address.is_v6 != v->address.is_v6) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s:%d: %s.backend[\"%s\"].address: l2dsr forwarding keeps the packet's IP header, "
+          "so the backend must be the same address family as the VIP",
+          source, b.line, path, b.name));
+    }
+    v->backends.push_back(std::move(b));
+  }
+  MAGLB_RETURN_IF_ERROR(r.CheckNoUnknownKeys());
+  if (v->backends.size() > v->table_size) {
+    return r.Error(size_node, "table_size",
+                   absl::StrFormat("%u slots are fewer than the %u backends", v->table_size,
+                                   v->backends.size()));
+  }
+  if (absl::Status s = ValidateTableInput(v->BackendSpecs(), v->table_size); !s.ok()) {
+    return r.Error(nullptr, "", std::string(s.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view source_view) {
+  std::string source(source_view);
+  toml::table root;
+  try {
+    root = toml::parse(text, source_view);
+  } catch (const toml::parse_error& e) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s:%d:%d: not valid TOML: %s", source, e.source().begin.line, e.source().begin.column,
+        std::string(e.description())));
+  }
+  TableReader r(root, source, "");
+  Config config;
+  config.source = source;
+
+  if (const toml::node* n = r.Get("lb"); n != nullptr) {
+    if (!n->is_table()) return r.Error(n, "lb", "must be a table ([lb])");
+    MAGLB_RETURN_IF_ERROR(ParseLb(*n->as_table(), source, &config.lb));
+  }
+  if (const toml::node* n = r.Get("conntrack"); n != nullptr) {
+    if (!n->is_table()) return r.Error(n, "conntrack", "must be a table ([conntrack])");
+    MAGLB_RETURN_IF_ERROR(ParseConntrack(*n->as_table(), source, &config.conntrack));
+  }
+  std::vector<const toml::table*> neighbors;
+  MAGLB_RETURN_IF_ERROR(ArrayOfTables(r, "neighbor", &neighbors));
+  for (size_t i = 0; i < neighbors.size(); ++i) {
+    NeighborConfig n;
+    MAGLB_RETURN_IF_ERROR(ParseNeighbor(*neighbors[i], source, i, &n));
+    config.neighbors.push_back(n);
+  }
+  std::vector<const toml::table*> vips;
+  MAGLB_RETURN_IF_ERROR(ArrayOfTables(r, "vip", &vips));
+  absl::flat_hash_map<std::string, int> vip_names;
+  for (size_t i = 0; i < vips.size(); ++i) {
+    VipConfig v;
+    MAGLB_RETURN_IF_ERROR(ParseVip(*vips[i], source, i, &v));
+    auto [it, inserted] = vip_names.emplace(v.name, v.line);
+    if (!inserted) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s:%d: vip[\"%s\"].name: duplicate VIP name (first declared at line %d)", source,
+          v.line, v.name, it->second));
+    }
+    for (const VipConfig& other : config.vips) {
+      if (other.address == v.address && other.protocol == v.protocol && other.port == v.port) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s:%d: vip[\"%s\"]: %s %s port %u is already served by vip \"%s\" (line %d)",
+            source, v.line, v.name, ToString(v.protocol), v.address.ToString(), v.port,
+            other.name, other.line));
+      }
+    }
+    config.vips.push_back(std::move(v));
+  }
+  MAGLB_RETURN_IF_ERROR(r.CheckNoUnknownKeys());
+  return config;
+}
+
+absl::StatusOr<Config> LoadConfig(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrFormat("%s: cannot open config file", path));
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseConfig(ss.str(), path);
+}
+
+}  // namespace maglb
