@@ -1,0 +1,139 @@
+// Encapsulate or rewrite a classified packet toward its backend, on byte
+// buffers with headroom. DPDK-free, allocation-free.
+//
+// Forwarding modes (config: Forwarding):
+//  - kGre: outer IPv4/IPv6 + GRE (RFC 2784: 4 bytes, no checksum, no key),
+//    protocol type 0x0800 / 0x86DD by the inner family, as in the Maglev paper.
+//  - kIpip: IP-in-IP, RFC 2003 / RFC 2473: 4in4 (protocol 4), 6in4 (41),
+//    4in6 (next header 4), 6in6 (41), as in Katran.
+//  - kL2Dsr: no encapsulation; destination MAC := backend's, source MAC :=
+//    ours; the IP packet is untouched (the backend is on our segment and owns
+//    the VIP on a loopback).
+// The outer family is the backend address's family.
+//
+// Outer header fields:
+//  - source: EncapConfig::source_v4/v6, with its low flow_bits_v4/v6 bits
+//    replaced by the low bits of the flow hash, so that backends' RSS (which
+//    hashes the outer header) spreads flows over their queues; IPv6 also puts
+//    the low 20 bits of the flow hash in the flow label (RFC 6438).
+//  - TTL / hop limit: EncapConfig::ttl.
+//  - IPv4: DF set (we check the MTU ourselves and never want a router to
+//    fragment the tunnel), identification 0 (atomic datagram, RFC 6864),
+//    valid header checksum.
+//  - DSCP/ECN: copied from the inner header (RFC 6040 "normal mode").
+//  - Ethernet: destination = next hop (EncapTarget::next_hop_mac: the gateway,
+//    or the backend when on-link), source = EncapConfig::src_mac, no VLAN tag.
+//
+// MTU: the outer IP packet (outer IP + GRE + inner IP packet) must fit in
+// EncapConfig::mtu. When it does not, Encapsulate() leaves the buffer
+// untouched and says what to do instead:
+//  - kMtuExceeded: answer the client with ICMP fragmentation-needed (IPv4
+//    inner with DF set) or ICMPv6 packet-too-big (IPv6 inner: only sources
+//    fragment IPv6), carrying EncapResult::usable_mtu = mtu - overhead; see
+//    BuildIcmpTooBig() in reply.h. Count DropReason::kMtuExceeded.
+//  - kFragmentInner: IPv4 inner with DF clear. The sender has asked routers to
+//    fragment and may not do path-MTU discovery at all, so an ICMP error
+//    would black-hole its traffic. We do what a router does: fragment the
+//    inner datagram (Ipv4FragmentCount/WriteIpv4Fragment) to fit
+//    usable_mtu, and encapsulate each fragment (Encapsulate on the fragment).
+//    The backend reassembles the inner datagram; all fragments share one flow
+//    hash (the caller reuses the original packet's), so they go to one backend.
+//    Fragmenting the inner rather than the outer packet keeps the outer DF
+//    set, and the backend's tunnel decapsulation never has to reassemble.
+#ifndef MAGLB_ENCAP_H_
+#define MAGLB_ENCAP_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "maglb/config.h"
+#include "maglb/ip_address.h"
+#include "maglb/packet.h"
+
+namespace maglb {
+
+inline constexpr size_t kIpv4HeaderLen = 20;
+inline constexpr size_t kIpv6HeaderLen = 40;
+inline constexpr size_t kGreHeaderLen = 4;
+/// The most bytes Encapsulate() may prepend before the inner IP packet
+/// (Ethernet + IPv6 + GRE). A buffer with this much room before the IP
+/// packet (headroom + the frame's own L2 header) never fails with kNoHeadroom.
+inline constexpr size_t kMaxEncapPrepend = kEthernetHeaderLen + kIpv6HeaderLen + kGreHeaderLen;
+
+/// The per-LB part of encapsulation, built once from the config.
+struct EncapConfig {
+  MacAddress src_mac;                    ///< our data-plane port's MAC
+  std::optional<IpAddress> source_v4;    ///< outer source toward IPv4 backends
+  std::optional<IpAddress> source_v6;    ///< outer source toward IPv6 backends
+  uint8_t flow_bits_v4 = 0;              ///< 0..32 host bits varied per flow
+  uint8_t flow_bits_v6 = 0;              ///< 0..64 (the flow hash has 64 bits)
+  uint8_t ttl = kDefaultEncapTtl;
+  uint32_t mtu = kDefaultMtu;            ///< egress MTU: largest outer IP packet
+
+  /// source_v4/v6 := encap_source_v4/v6, else ipv4/ipv6.
+  static EncapConfig FromLbConfig(const LbConfig& lb, const MacAddress& port_mac);
+};
+
+/// The per-packet part: where this flow's backend is.
+struct EncapTarget {
+  Forwarding forwarding = Forwarding::kGre;
+  IpAddress backend;           ///< outer destination (unused for kL2Dsr)
+  MacAddress next_hop_mac;     ///< gateway, or the backend itself (kL2Dsr, on-link)
+};
+
+enum class EncapStatus : uint8_t {
+  kOk,
+  kMtuExceeded,    ///< send ICMP too-big with usable_mtu instead (buffer untouched)
+  kFragmentInner,  ///< IPv4 DF clear: fragment to usable_mtu, encapsulate each
+  kNoSource,       ///< no outer source of the backend's family configured
+  kNoHeadroom,     ///< room_before too small (buffer untouched)
+  kBadPacket,      ///< not an IPv4/IPv6 packet of the length given
+};
+
+struct EncapResult {
+  EncapStatus status = EncapStatus::kBadPacket;
+  /// The new frame starts at (input pointer + offset); offset <= 0 for
+  /// encapsulation (prepended), and 0 for L2 DSR.
+  int32_t offset = 0;
+  uint32_t length = 0;      ///< of the new frame, Ethernet header included
+  uint32_t usable_mtu = 0;  ///< largest inner IP packet that fits (all statuses)
+};
+
+/// Outer IP + GRE bytes added in front of the inner IP packet (0 for kL2Dsr).
+size_t EncapOverhead(Forwarding forwarding, bool outer_is_v6);
+
+/// The outer source for a flow: `base` with its low `flow_bits` bits taken
+/// from `flow_hash`.
+IpAddress OuterSource(const IpAddress& base, uint8_t flow_bits, uint64_t flow_hash);
+
+/// Encapsulates the IP packet at `ip` (`ip_len` bytes, its header's length,
+/// without Ethernet padding) for kGre or kIpip: writes Ethernet + outer IP
+/// (+ GRE) into the `room_before` bytes before `ip`. The result's offset is
+/// relative to `ip`. `flow_hash` varies the outer source and IPv6 flow label.
+EncapResult Encapsulate(uint8_t* ip, size_t ip_len, size_t room_before, const EncapTarget& target,
+                        const EncapConfig& config, uint64_t flow_hash);
+
+/// The per-packet forwarding step for a classified frame (Action::kToVip):
+/// kGre/kIpip encapsulate the IP packet (reusing the frame's own L2 header
+/// bytes plus `headroom` before `frame`); kL2Dsr rewrites the MACs in place.
+/// The result's offset is relative to `frame`.
+EncapResult Forward(uint8_t* frame, size_t frame_len, size_t headroom, const ParsedPacket& p,
+                    const EncapTarget& target, const EncapConfig& config, uint64_t flow_hash);
+
+/// How many IPv4 fragments of at most `max_ip_len` bytes each the IPv4
+/// packet at `ip` needs (1 if it fits; 0 if it cannot be fragmented: DF set,
+/// malformed, or `max_ip_len` too small for its header plus 8 bytes).
+size_t Ipv4FragmentCount(const uint8_t* ip, size_t ip_len, size_t max_ip_len);
+
+/// Writes fragment `index` (< Ipv4FragmentCount) of the IPv4 packet at `ip`
+/// as a complete IPv4 packet to `out` (`out_cap` bytes; must not overlap
+/// `ip`). RFC 791: data in multiples of 8 bytes, the first fragment keeps all
+/// options, later ones only those with the copied flag; an already-fragmented
+/// input keeps its offset base and MF. Returns the fragment's length, or 0.
+size_t WriteIpv4Fragment(const uint8_t* ip, size_t ip_len, size_t max_ip_len, size_t index,
+                         uint8_t* out, size_t out_cap);
+
+}  // namespace maglb
+
+#endif  // MAGLB_ENCAP_H_

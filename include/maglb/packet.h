@@ -1,0 +1,260 @@
+// Parse and classify Ethernet frames on byte spans: the first step of the
+// packet path. DPDK-free, allocation-free, no exceptions, bounded work.
+//
+// Classify() answers one question per frame: where does it go? To a VIP (with
+// the flow key to hash), to this LB itself (ARP, neighbour discovery, ping),
+// or nowhere, with the reason as a counter index.
+//
+// ## Fragment policy (read this before hashing a FlowKey)
+//
+// Every fragment of one datagram must reach the same backend, and a later
+// fragment carries no L4 header, so no port can take part in its key. Like
+// the Maglev paper, maglb hashes fragments on the 3-tuple: for EVERY fragment
+// of a datagram, the first one included, Classify() sets the FlowKey's ports
+// to 0 (src, dst, protocol remain). The first and the later fragments of a
+// datagram therefore get byte-identical keys, whatever order they arrive in,
+// on every LB instance, without any per-datagram state (which would break
+// when fragments arrive out of order or ECMP splits them over instances).
+//
+// The price, stated plainly: a flow whose datagrams are sometimes fragmented
+// and sometimes not can have its fragmented datagrams go to a different
+// backend than its unfragmented ones (3-tuple vs 5-tuple hash). Hashing
+// everything on the 3-tuple would avoid that but put all of a client's
+// connections on one backend; tracking datagram ids needs per-datagram state
+// that is lost on reordering. TCP sets DF and does path-MTU discovery (and the
+// LB routes the ICMP errors for it, see below), so TCP flows practically
+// never fragment; fragmented UDP datagrams are each complete messages after
+// reassembly at the backend, which is what the 3-tuple keeps intact.
+// An IPv6 "atomic fragment" (offset 0, M clear, RFC 6946) is no fragment: it
+// is parsed through to its L4 header and hashed on the 5-tuple.
+//
+// Fragments and VIPs with ports: a later fragment shows no port, so fragments
+// are matched to a VIP by (address, protocol) alone, and the first fragment
+// the same way (so that first and later agree): the VIP with port 0 if there
+// is one, else the only VIP on that address and protocol; if several VIPs
+// share the address and protocol with distinct ports and none takes every
+// port, the fragment is ambiguous and dropped (kFragmentAmbiguousVip).
+//
+// ## ICMP errors
+//
+// ICMPv4 destination unreachable (3, including fragmentation needed),
+// time exceeded (11), parameter problem (12), and ICMPv6 destination
+// unreachable (1), packet too big (2), time exceeded (3), parameter problem
+// (4), addressed to a VIP, are about a packet a backend sent (source = VIP,
+// direct server return). They are classified kToVip with the flow key of the
+// embedded packet reversed: src = embedded dst (the client), dst = embedded
+// src (the VIP), ports swapped, so the key equals the client's own flow key
+// and the error reaches that flow's backend. Path-MTU discovery therefore
+// works through the LB. ParsedPacket::is_icmp_error tells them apart.
+//
+// ## Ping to a VIP
+//
+// ICMP/ICMPv6 echo requests to a VIP address are answered by the LB itself
+// (kLocalEcho), like echo requests to the LB's own addresses: operators ping
+// VIPs, and no backend should see pings it would answer from the wrong source.
+#ifndef MAGLB_PACKET_H_
+#define MAGLB_PACKET_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "maglb/config.h"
+#include "maglb/flow.h"
+#include "maglb/ip_address.h"
+
+namespace maglb {
+
+// Wire constants the packet code and its callers share.
+inline constexpr uint16_t kEtherTypeIpv4 = 0x0800;
+inline constexpr uint16_t kEtherTypeIpv6 = 0x86DD;
+inline constexpr uint16_t kEtherTypeArp = 0x0806;
+inline constexpr uint16_t kEtherTypeVlan = 0x8100;   // 802.1Q
+inline constexpr uint16_t kEtherTypeQinQ = 0x88A8;   // 802.1ad service tag
+inline constexpr uint8_t kIpProtoIcmp = 1;
+inline constexpr uint8_t kIpProtoIpip = 4;
+inline constexpr uint8_t kIpProtoTcp = 6;
+inline constexpr uint8_t kIpProtoUdp = 17;
+inline constexpr uint8_t kIpProtoIpv6 = 41;
+inline constexpr uint8_t kIpProtoGre = 47;
+inline constexpr uint8_t kIpProtoIcmpv6 = 58;
+inline constexpr size_t kEthernetHeaderLen = 14;
+inline constexpr size_t kVlanTagLen = 4;
+inline constexpr size_t kMaxVlanTags = 2;
+/// The IPv6 extension-header walk stops (and drops) after this many headers:
+/// bounded work per packet, and legitimate packets carry one or two.
+inline constexpr int kMaxIpv6ExtHeaders = 8;
+
+/// Every reason a frame is not forwarded, as an X-macro: X(enum_name, "name").
+/// The enum and the counter names are generated from this one list, so no
+/// drop can lack a name. Names are stable: they are exported as counters.
+#define MAGLB_FOREACH_DROP_REASON(X)                                                    \
+  X(kTooShort, "too_short")                       /* frame ends inside a header */      \
+  X(kBadEtherType, "bad_ethertype")               /* not IPv4, IPv6 or ARP */           \
+  X(kTooManyVlans, "too_many_vlans")              /* more than two VLAN tags */         \
+  X(kBadIpVersion, "bad_ip_version")              /* version nibble != ethertype */     \
+  X(kBadIhl, "bad_ihl")                           /* IPv4 IHL < 5 */                    \
+  X(kBadIpLength, "bad_ip_length")                /* length field vs header/frame */    \
+  X(kBadIp6ExtChain, "bad_ip6_ext_chain")         /* too long, truncated, misplaced */  \
+  X(kBadFragment, "bad_fragment")                 /* impossible offset/length */        \
+  X(kBadTcpOffset, "bad_tcp_offset")              /* data offset < 5 or past end */     \
+  X(kNoVip, "no_vip")                             /* not to a VIP nor to us */          \
+  X(kVipNoService, "vip_no_service")              /* VIP address, other proto/port */   \
+  X(kFragmentAmbiguousVip, "fragment_ambiguous_vip") /* see fragment policy */          \
+  X(kVipIcmpUnsupported, "vip_icmp_unsupported")  /* ICMP to a VIP, not error/echo */   \
+  X(kBadIcmpError, "bad_icmp_error")              /* embedded packet unusable */        \
+  X(kLocalUnsupported, "local_unsupported")       /* to our address, not ARP/ND/ping */ \
+  X(kBadArp, "bad_arp")                           /* not Ethernet/IPv4 ARP */           \
+  X(kNotForUs, "not_for_us")                      /* ARP/ND about another address */    \
+  X(kBadNd, "bad_nd")                             /* hop limit != 255, truncated */     \
+  X(kBadChecksum, "bad_checksum")                 /* locally answered ICMP */           \
+  X(kNoBackend, "no_backend")                     /* VIP table empty (all draining) */  \
+  X(kMtuExceeded, "mtu_exceeded")                 /* too big: answered with ICMP */     \
+  X(kMtuExceededNoIcmp, "mtu_exceeded_no_icmp")   /* too big, ICMP not allowed */       \
+  X(kNoEncapSource, "no_encap_source")            /* no outer source of that family */  \
+  X(kNoHeadroom, "no_headroom")                   /* buffer cannot take outer headers */
+
+enum class DropReason : uint8_t {
+#define MAGLB_DROP_ENUM(name, str) name,
+  MAGLB_FOREACH_DROP_REASON(MAGLB_DROP_ENUM)
+#undef MAGLB_DROP_ENUM
+};
+
+inline constexpr size_t kNumDropReasons = 0
+#define MAGLB_DROP_COUNT(name, str) +1
+    MAGLB_FOREACH_DROP_REASON(MAGLB_DROP_COUNT)
+#undef MAGLB_DROP_COUNT
+    ;
+
+/// The counter name of a drop reason, e.g. "bad_ihl".
+std::string_view DropReasonName(DropReason r);
+
+/// What to do with a frame.
+enum class Action : uint8_t {
+  kToVip,      ///< hash ParsedPacket::flow, pick a backend of Verdict::vip_index
+  kLocalArp,   ///< ARP request for, or reply to, our IPv4 address
+  kLocalNd,    ///< neighbour solicitation for our IPv6 address, or an advertisement
+  kLocalEcho,  ///< ICMP/ICMPv6 echo request to our address or a VIP: reply in place
+  kDrop,       ///< count Verdict::reason and free
+};
+
+struct Verdict {
+  Action action = Action::kDrop;
+  DropReason reason = DropReason::kTooShort;  // meaningful for kDrop only
+  uint16_t vip_index = 0;                     // meaningful for kToVip only
+
+  static Verdict Drop(DropReason r) { return {Action::kDrop, r, 0}; }
+  static Verdict ToVip(uint16_t index) { return {Action::kToVip, DropReason::kTooShort, index}; }
+  static Verdict Local(Action a) { return {a, DropReason::kTooShort, 0}; }
+};
+
+/// What the parser learned about a frame. Offsets are from the start of the
+/// frame (the Ethernet destination MAC). Fields beyond those a layer reached
+/// are left as Classify() found them reset (zero).
+struct ParsedPacket {
+  FlowKey flow;           ///< the key to hash (see fragment policy, ICMP errors)
+  uint16_t l3_offset = 0;  ///< Ethernet + VLAN tags; where ARP/IP starts
+  uint16_t l4_offset = 0;  ///< TCP/UDP/ICMP header; 0 when absent (later fragment)
+  uint16_t l3_len = 0;     ///< IP packet length from its header (frame padding excluded)
+  uint16_t ethertype = 0;  ///< after the VLAN tags, host order
+  std::array<uint16_t, kMaxVlanTags> vlan_tci{};  ///< outer first, host order
+  uint8_t vlan_count = 0;
+  uint8_t ip_version = 0;  ///< 4, 6, or 0 (ARP / not IP)
+  uint8_t l4_protocol = 0; ///< IP protocol / last next-header (also for fragments)
+  uint8_t tcp_flags = 0;   ///< TCP only, unfragmented only (FIN=0x01 SYN=0x02 RST=0x04 ACK=0x10)
+  uint8_t ttl = 0;         ///< IPv4 TTL / IPv6 hop limit
+  bool dont_fragment = false;     ///< IPv4 DF bit (IPv6: always true, routers never fragment)
+  bool is_fragment = false;       ///< part of a fragmented datagram
+  bool is_first_fragment = false; ///< offset 0 (only with is_fragment)
+  bool is_icmp_error = false;     ///< flow is the embedded packet's, reversed
+  uint8_t icmp_type = 0;          ///< ICMP/ICMPv6 type (l4_protocol ICMP only)
+  uint8_t icmp_code = 0;
+  uint16_t arp_op = 0;            ///< 1 request, 2 reply (ARP only)
+  uint32_t fragment_id = 0;       ///< IPv4 identification / IPv6 fragment id
+};
+
+/// Addresses of this LB on the data plane: ARP, ND and ping answer for them.
+struct LocalAddresses {
+  std::optional<IpAddress> v4;
+  std::optional<IpAddress> v6;
+};
+
+/// Maps (destination address, protocol, destination port) to a VIP index.
+///
+/// Built on the control path; Match() is allocation-free. Layout: an
+/// open-addressing table (power-of-two size, at most half full) of address
+/// groups keyed by (address, family, protocol); each group names its
+/// wildcard VIP (port 0) and a contiguous run of (port, index) entries in a
+/// packed array, scanned linearly (a group rarely holds more than a few
+/// ports). One multiply-xor hash of the address and one or two probes
+/// whatever the number of VIPs, so a lookup costs the same with 2 or 2000
+/// VIPs. A specific port wins over port 0.
+class VipMatcher {
+ public:
+  static constexpr uint16_t kNone = 0xFFFF;
+
+  VipMatcher() = default;
+  /// VIP i of `vips` gets index i. Duplicate (address, protocol, port) keep
+  /// the first (config validation rejects them before this).
+  explicit VipMatcher(const std::vector<VipConfig>& vips);
+
+  /// Adds one VIP; rebuilds the table (control path only).
+  void Add(const IpAddress& address, uint8_t protocol, uint16_t port, uint16_t index);
+
+  /// VIP index for a destination, or kNone. `addr` is 16 bytes (IPv4 in
+  /// bytes 0..3, rest zero, as in FlowKey).
+  uint16_t Match(const uint8_t* addr, bool is_v6, uint8_t protocol, uint16_t port) const;
+
+  /// For fragments (no port): the wildcard VIP, else the only VIP of that
+  /// address and protocol, else kNone; `*ambiguous` is set when several
+  /// port-specific VIPs share them.
+  uint16_t MatchAnyPort(const uint8_t* addr, bool is_v6, uint8_t protocol, bool* ambiguous) const;
+
+  /// True if any VIP (any protocol, any port) has this address.
+  bool IsVipAddress(const uint8_t* addr, bool is_v6) const;
+
+  size_t size() const { return ports_.size() + num_wildcards_; }
+
+ private:
+  struct Group {
+    std::array<uint8_t, 16> addr{};
+    uint8_t is_v6 = 0;
+    uint8_t protocol = 0;
+    uint8_t used = 0;
+    uint8_t pad = 0;
+    uint16_t wildcard = kNone;
+    uint16_t first_port = 0;  // into ports_
+    uint16_t num_ports = 0;
+  };
+  struct PortEntry {
+    uint16_t port;
+    uint16_t index;
+  };
+  struct Spec {
+    IpAddress address;
+    uint8_t protocol;
+    uint16_t port;
+    uint16_t index;
+  };
+  void Rebuild();
+  const Group* FindGroup(const uint8_t* addr, bool is_v6, uint8_t protocol) const;
+
+  std::vector<Spec> specs_;  // control-path copy, in insertion order
+  std::vector<Group> groups_;
+  std::vector<PortEntry> ports_;
+  uint32_t mask_ = 0;
+  size_t num_wildcards_ = 0;
+};
+
+/// Parses `frame` and decides what to do with it. `*out` is fully rewritten.
+/// Reads only within `frame`; never writes it.
+Verdict Classify(std::span<const uint8_t> frame, const VipMatcher& vips,
+                 const LocalAddresses& local, ParsedPacket* out);
+
+}  // namespace maglb
+
+#endif  // MAGLB_PACKET_H_
