@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# The test topology of maglb: network namespaces joined by veth, with real
+# servers on the backends. No kernel tunnel modules are needed: backends
+# decapsulate GRE and IP-in-IP in user space (maglb-decap: AF_PACKET in, TUN
+# out), and L2 DSR needs only the VIP on the backends' loopback.
+#
+#   mlb-client (10.0.1.2, fd01::2)
+#        | c0 / eth0
+#   mlb-router (10.0.1.1 | bridge br0 10.0.0.1, fd00::1)  routes the VIPs to the LB
+#        | br0: lbp   be1p   be2p   be3p   be4p
+#   mlb-lb  (lb0: the DPDK port, no kernel address; maglb answers as 10.0.0.10)
+#   mlb-be1..mlb-be4 (eth0 10.0.0.11..14; VIPs 10.100.0.1-3 on lo, arp_ignore;
+#                     HTTP on :80 answering its name, UDP echo on :7777,
+#                     maglb-decap into TUN decap0)
+# Backends answer clients directly (DSR) through the router.
+#
+# usage: scripts/testbed.sh up|down|status
+# Environment: BUILD_DIR (where maglb-decap was built; default build),
+#              MLB_STATE (state directory; default /run/mlb-testbed).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BUILD_DIR="${BUILD_DIR:-build}"
+case "$BUILD_DIR" in /*) ;; *) BUILD_DIR="$ROOT/$BUILD_DIR" ;; esac
+STATE="${MLB_STATE:-/run/mlb-testbed}"
+PY=/usr/bin/python3
+
+NS_CLIENT=mlb-client
+NS_ROUTER=mlb-router
+NS_LB=mlb-lb
+BACKENDS=(be1 be2 be3 be4)
+NAMESPACES=("$NS_CLIENT" "$NS_ROUTER" "$NS_LB")
+for b in "${BACKENDS[@]}"; do NAMESPACES+=("mlb-$b"); done
+
+VIPS_V4=(10.100.0.1 10.100.0.2 10.100.0.3)
+VIPS_V6=(fd00:100::1 fd00:100::2 fd00:100::3)
+LB_MAC=02:4d:4c:00:00:0a
+HTTP_PORT=80
+UDP_PORT=7777
+
+log() { echo "testbed: $*" >&2; }
+nsx() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
+
+# Offloads off: frames that AF_PACKET (net_af_packet) captures must carry full
+# checksums and be at most one MTU.
+no_offload() { nsx "$1" ethtool -K "$2" tx off tso off gso off gro off >/dev/null 2>&1 || true; }
+
+down() {
+  # Processes we started (pid files), then anything still inside our
+  # namespaces (started by us: nothing else runs there).
+  if [ -d "$STATE" ]; then
+    for f in "$STATE"/*.pid; do
+      [ -e "$f" ] || continue
+      kill "$(cat "$f")" 2>/dev/null || true
+    done
+  fi
+  for ns in "${NAMESPACES[@]}"; do
+    if ip netns list | grep -qw "^$ns"; then
+      for pid in $(ip netns pids "$ns" 2>/dev/null); do kill "$pid" 2>/dev/null || true; done
+    fi
+  done
+  sleep 0.2
+  for ns in "${NAMESPACES[@]}"; do
+    if ip netns list | grep -qw "^$ns"; then
+      for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
+      ip netns del "$ns" 2>/dev/null || true
+    fi
+  done
+  # veth ends still in the root namespace if `up` failed half way.
+  for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep '^mlb-' || true); do
+    ip link del "$l" 2>/dev/null || true
+  done
+  rm -rf "$STATE"
+}
+
+# veth NAME_A in NS_A <-> NAME_B in NS_B (created in the root namespace under
+# temporary mlb- names, so a failure leaves only things `down` removes).
+veth() {
+  local ns_a=$1 a=$2 ns_b=$3 b=$4 tmp_a="mlb-t$RANDOM" tmp_b="mlb-t$RANDOM"
+  ip link add "$tmp_a" type veth peer name "$tmp_b"
+  ip link set "$tmp_a" netns "$ns_a"
+  ip link set "$tmp_b" netns "$ns_b"
+  nsx "$ns_a" ip link set "$tmp_a" name "$a"
+  nsx "$ns_b" ip link set "$tmp_b" name "$b"
+  no_offload "$ns_a" "$a"
+  no_offload "$ns_b" "$b"
+}
+
+start_bg() {  # NAME NS CMD...: runs CMD in NS in the background, pid in $STATE/NAME.pid
+  local name=$1 ns=$2; shift 2
+  ip netns exec "$ns" setsid "$@" >"$STATE/$name.log" 2>&1 </dev/null &
+  echo $! >"$STATE/$name.pid"
+}
+
+up() {
+  local decap="$BUILD_DIR/tests/e2e/maglb-decap"
+  if [ ! -x "$decap" ]; then
+    log "error: $decap not found; build first (ninja -C $BUILD_DIR) or set BUILD_DIR"
+    exit 1
+  fi
+  down
+  mkdir -p "$STATE"
+  trap 'log "error: setup failed at line $LINENO; tearing down"; down' ERR
+  for ns in "${NAMESPACES[@]}"; do
+    ip netns add "$ns"
+    nsx "$ns" ip link set lo up
+  done
+
+  # Router: client side, and a bridge for the LB / backend segment.
+  veth "$NS_CLIENT" eth0 "$NS_ROUTER" c0
+  nsx "$NS_ROUTER" ip link add br0 type bridge
+  nsx "$NS_ROUTER" sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1 \
+    net.ipv4.conf.all.send_redirects=0 net.ipv4.conf.default.send_redirects=0 \
+    net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0
+  nsx "$NS_ROUTER" ip addr add 10.0.1.1/24 dev c0
+  nsx "$NS_ROUTER" ip addr add fd01::1/64 dev c0 nodad
+  nsx "$NS_ROUTER" ip link set c0 up
+  nsx "$NS_ROUTER" ip addr add 10.0.0.1/24 dev br0
+  nsx "$NS_ROUTER" ip addr add fd00::1/64 dev br0 nodad
+  nsx "$NS_ROUTER" ip link set br0 up
+  nsx "$NS_ROUTER" sysctl -qw net.ipv4.conf.br0.send_redirects=0 net.ipv4.conf.br0.rp_filter=0 \
+    net.ipv4.conf.c0.rp_filter=0
+  nsx "$NS_ROUTER" ip route add 10.100.0.0/24 via 10.0.0.10
+  nsx "$NS_ROUTER" ip -6 route add fd00:100::/64 via fd00::10
+
+  nsx "$NS_CLIENT" ip addr add 10.0.1.2/24 dev eth0
+  nsx "$NS_CLIENT" ip addr add fd01::2/64 dev eth0 nodad
+  nsx "$NS_CLIENT" ip link set eth0 up
+  nsx "$NS_CLIENT" ip route add default via 10.0.1.1
+  nsx "$NS_CLIENT" ip -6 route add default via fd01::1
+
+  # The LB: one port, no kernel address (maglb answers ARP/ND for it). Kernel
+  # IPv6 off so the kernel never answers for a link-local address of its own.
+  veth "$NS_LB" lb0 "$NS_ROUTER" lbp
+  nsx "$NS_LB" sysctl -qw net.ipv6.conf.lb0.disable_ipv6=1
+  nsx "$NS_LB" ip link set lb0 address "$LB_MAC"
+  nsx "$NS_LB" ip link set lb0 promisc on up
+  nsx "$NS_ROUTER" ip link set lbp master br0 up
+
+  local i=0
+  for b in "${BACKENDS[@]}"; do
+    i=$((i + 1))
+    local ns="mlb-$b"
+    veth "$ns" eth0 "$NS_ROUTER" "${b}p"
+    nsx "$NS_ROUTER" ip link set "${b}p" master br0 up
+    nsx "$ns" ip link set eth0 address "02:4d:4c:00:01:1$i"
+    nsx "$ns" ip addr add "10.0.0.1$i/24" dev eth0
+    nsx "$ns" ip addr add "fd00::1$i/64" dev eth0 nodad
+    nsx "$ns" ip link set eth0 up
+    nsx "$ns" ip route add default via 10.0.0.1
+    nsx "$ns" ip -6 route add default via fd00::1
+    # VIPs on loopback; never answer ARP for them (L2 DSR: only the LB does).
+    nsx "$ns" sysctl -qw net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2 \
+      net.ipv4.conf.eth0.arp_ignore=1 net.ipv4.conf.eth0.arp_announce=2 \
+      net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0 \
+      net.ipv4.conf.eth0.rp_filter=0
+    for v in "${VIPS_V4[@]}"; do nsx "$ns" ip addr add "$v/32" dev lo; done
+    for v in "${VIPS_V6[@]}"; do nsx "$ns" ip addr add "$v/128" dev lo nodad; done
+    # The decapsulated packets enter through this TUN device; their source is
+    # the client, which routes via eth0: reverse-path filtering must be off.
+    nsx "$ns" ip tuntap add dev decap0 mode tun
+    nsx "$ns" sysctl -qw net.ipv4.conf.decap0.rp_filter=0 net.ipv4.conf.decap0.accept_local=1
+    nsx "$ns" ip link set decap0 up
+    start_bg "$b-decap" "$ns" "$decap" --iface eth0 --tun decap0
+    start_bg "$b-server" "$ns" "$PY" "$ROOT/tests/e2e/backend_server.py" --name "$b" \
+      --http-port "$HTTP_PORT" --udp-port "$UDP_PORT" \
+      --udp-bind "$(IFS=,; echo "${VIPS_V4[*]},${VIPS_V6[*]}")"
+  done
+
+  # Wait until every server answers locally (bounded).
+  for b in "${BACKENDS[@]}"; do
+    local ok=0
+    for _ in $(seq 1 50); do
+      if nsx "mlb-$b" curl -s -m 1 "http://10.0.0.1${b#be}:$HTTP_PORT/" >/dev/null 2>&1; then ok=1; break; fi
+      sleep 0.1
+    done
+    if [ $ok -ne 1 ]; then log "error: HTTP server on $b did not start (see $STATE/$b-server.log)"; false; fi
+    if ! kill -0 "$(cat "$STATE/$b-decap.pid")" 2>/dev/null; then
+      log "error: maglb-decap on $b exited: $(cat "$STATE/$b-decap.log")"; false
+    fi
+  done
+  trap - ERR
+  log "up: client 10.0.1.2, router 10.0.0.1, LB port lb0 in $NS_LB (mac $LB_MAC), backends ${BACKENDS[*]}"
+}
+
+status() {
+  local rc=0
+  for ns in "${NAMESPACES[@]}"; do
+    if ip netns list | grep -qw "^$ns"; then
+      echo "$ns: present, $(ip netns pids "$ns" | wc -w) processes"
+    else
+      echo "$ns: absent"; rc=1
+    fi
+  done
+  if [ -d "$STATE" ]; then
+    for f in "$STATE"/*.pid; do
+      [ -e "$f" ] || continue
+      local n; n=$(basename "$f" .pid)
+      if kill -0 "$(cat "$f")" 2>/dev/null; then echo "$n: running"; else echo "$n: NOT running"; rc=1; fi
+    done
+  fi
+  return $rc
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down; log "down" ;;
+  status) status ;;
+  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+esac
