@@ -1,0 +1,172 @@
+#include "maglb/config.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "maglb/table_builder.h"
+
+namespace maglb {
+namespace {
+
+constexpr char kMinimal[] = R"(
+[[vip]]
+name = "web"
+address = "10.0.0.1"
+port = 80
+
+  [[vip.backend]]
+  name = "a"
+  address = "10.1.0.1"
+
+  [[vip.backend]]
+  name = "b"
+  address = "10.1.0.2"
+  weight = 3
+)";
+
+// Expects a refusal whose message starts with "FILE:LINE: KEY" and contains
+// `needle`.
+void ExpectRefused(const std::string& text, int line, const std::string& key,
+                   const std::string& needle) {
+  absl::StatusOr<Config> c = ParseConfig(text, "test.toml");
+  ASSERT_FALSE(c.ok()) << "accepted:\n" << text;
+  std::string msg(c.status().message());
+  std::string where = "test.toml:" + std::to_string(line) + ":";
+  EXPECT_EQ(msg.rfind(where, 0), 0u) << "message: " << msg << "\nwanted prefix: " << where;
+  EXPECT_NE(msg.find(key), std::string::npos) << "message: " << msg << "\nwanted key: " << key;
+  EXPECT_NE(msg.find(needle), std::string::npos) << "message: " << msg << "\nwanted: " << needle;
+}
+
+TEST(ConfigTest, ParsesMinimalConfigWithDefaults) {
+  absl::StatusOr<Config> c = ParseConfig(kMinimal, "test.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->vips.size(), 1u);
+  const VipConfig& v = c->vips[0];
+  EXPECT_EQ(v.name, "web");
+  EXPECT_EQ(v.address, IpAddress::V4(10, 0, 0, 1));
+  EXPECT_EQ(v.protocol, Protocol::kTcp);
+  EXPECT_EQ(v.port, 80);
+  EXPECT_EQ(v.forwarding, Forwarding::kGre);
+  EXPECT_EQ(v.table_size, kDefaultTableSize);
+  ASSERT_EQ(v.backends.size(), 2u);
+  EXPECT_EQ(v.backends[0].weight, 1u);
+  EXPECT_EQ(v.backends[1].weight, 3u);
+  EXPECT_EQ(v.backends[1].line, 11);
+  EXPECT_EQ(c->conntrack.capacity, kDefaultConntrackCapacity);
+  EXPECT_EQ(c->lb.hash_seed, kDefaultHashSeed);
+}
+
+TEST(ConfigTest, ExampleConfigIsValidAndBuilds) {
+  absl::StatusOr<Config> c = LoadConfig("config/example.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_GE(c->vips.size(), 2u);
+  ASSERT_TRUE(c->lb.ipv4.has_value());
+  EXPECT_EQ(c->lb.encap_source_v4, c->lb.ipv4);  // defaults to the LB address
+  ASSERT_EQ(c->neighbors.size(), 1u);
+  EXPECT_EQ(c->neighbors[0].mac.ToString(), "02:00:00:00:00:01");
+  for (const VipConfig& v : c->vips) {
+    absl::StatusOr<LookupTable> t = BuildVipTable(v);
+    ASSERT_TRUE(t.ok()) << v.name << ": " << t.status();
+    EXPECT_FALSE(t->empty());
+  }
+}
+
+TEST(ConfigTest, MissingFileIsAClearError) {
+  absl::StatusOr<Config> c = LoadConfig("/nonexistent/maglb.toml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(std::string(c.status().message()).find("/nonexistent/maglb.toml"), std::string::npos);
+}
+
+TEST(ConfigTest, SyntaxErrorNamesLineAndColumn) {
+  absl::StatusOr<Config> c = ParseConfig("[lb]\nhash_seed = = 3\n", "test.toml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(std::string(c.status().message()).rfind("test.toml:2:", 0), 0u) << c.status();
+  EXPECT_NE(std::string(c.status().message()).find("not valid TOML"), std::string::npos);
+}
+
+TEST(ConfigTest, RefusesWithFileLineAndKey) {
+  std::string base(kMinimal);
+  auto replace = [&](const std::string& from, const std::string& to) {
+    std::string s = base;
+    size_t pos = s.find(from);
+    EXPECT_NE(pos, std::string::npos) << from;
+    return s.replace(pos, from.size(), to);
+  };
+  ExpectRefused(replace("weight = 3", "weight = -1"), 14, "vip[\"web\"].backend[\"b\"].weight",
+                "negative");
+  ExpectRefused(replace("weight = 3", "weight = 1000000000"), 14,
+                "vip[\"web\"].backend[\"b\"].weight", "absurd");
+  ExpectRefused(replace("weight = 3", "weight = \"3\""), 14, "weight", "must be an integer");
+  ExpectRefused(replace("weight = 3", "wieght = 3"), 14, "wieght",
+                "unknown key (did you mean \"weight\"?)");
+  ExpectRefused(replace("name = \"b\"", "name = \"a\""), 11, "backend[\"a\"].name",
+                "duplicate backend name (first declared at line 7)");
+  ExpectRefused(replace("port = 80", "port = 80\ntable_size = 65536"), 6, "vip[\"web\"].table_size",
+                "must be a prime");
+  ExpectRefused(replace("port = 80", "port = 80\ntable_size = 241"), 6, "table_size",
+                "must be a prime from 251");
+  ExpectRefused(replace("port = 80", "port = 70000"), 5, "vip[\"web\"].port", "out of range");
+  ExpectRefused(replace("address = \"10.1.0.2\"", "address = \"10.1.0.300\""), 13,
+                "backend[\"b\"].address", "not an IPv4 or IPv6 address");
+  ExpectRefused(replace("  address = \"10.1.0.2\"\n", ""), 11, "backend[\"b\"].address",
+                "required key is missing");
+  ExpectRefused(replace("port = 80", "port = 80\nprotocol = \"sctp\""), 6, "vip[\"web\"].protocol",
+                "is not one of: tcp, udp");
+}
+
+TEST(ConfigTest, RefusesFamilyMismatches) {
+  ExpectRefused("[lb]\nipv4 = \"2001:db8::1\"\n", 2, "lb.ipv4", "must be an IPv4 address");
+  ExpectRefused(R"([[vip]]
+name = "v"
+address = "10.0.0.1"
+forwarding = "l2dsr"
+  [[vip.backend]]
+  name = "a"
+  address = "2001:db8::2"
+)", 5, "vip[\"v\"].backend[\"a\"].address", "same address family");
+}
+
+TEST(ConfigTest, RefusesDuplicateVips) {
+  ExpectRefused(R"([[vip]]
+name = "v"
+address = "10.0.0.1"
+[[vip]]
+name = "v"
+address = "10.0.0.2"
+)", 4, "vip[\"v\"].name", "duplicate VIP name (first declared at line 1)");
+  ExpectRefused(R"([[vip]]
+name = "v1"
+address = "10.0.0.1"
+port = 80
+[[vip]]
+name = "v2"
+address = "10.0.0.1"
+port = 80
+)", 5, "vip[\"v2\"]", "already served by vip \"v1\"");
+}
+
+TEST(ConfigTest, RefusesUnknownTopLevelKeysAndBadTimeouts) {
+  ExpectRefused("vips = 3\n", 1, "vips", "unknown key (did you mean \"vip\"?)");
+  ExpectRefused("[conntrack]\nudp_timeout_s = 0\n", 2, "conntrack.udp_timeout_s", "out of range");
+  ExpectRefused("[[neighbor]]\naddress = \"10.0.0.1\"\nmac = \"zz:00:00:00:00:01\"\n", 3,
+                "neighbor[0].mac", "not a MAC address");
+}
+
+TEST(ConfigTest, DrainingOnlyVipIsValidButHasNoTable) {
+  absl::StatusOr<Config> c = ParseConfig(R"([[vip]]
+name = "v"
+address = "10.0.0.1"
+  [[vip.backend]]
+  name = "a"
+  address = "10.1.0.1"
+  weight = 0
+)", "test.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<LookupTable> t = BuildVipTable(c->vips[0]);
+  ASSERT_TRUE(t.ok());
+  EXPECT_TRUE(t->empty());
+}
+
+}  // namespace
+}  // namespace maglb

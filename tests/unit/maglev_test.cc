@@ -1,0 +1,304 @@
+#include "maglb/maglev.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "maglb/hash.h"
+#include "maglb/prime.h"
+#include "maglb/table_diff.h"
+#include "maglev_reference.h"
+
+namespace maglb {
+namespace {
+
+std::vector<BackendSpec> Backends(int n, uint32_t weight = 1, const std::string& prefix = "be") {
+  std::vector<BackendSpec> b;
+  for (int i = 0; i < n; ++i) b.push_back({absl::StrFormat("%s-%d", prefix, i), weight});
+  return b;
+}
+
+LookupTable Build(const std::vector<BackendSpec>& b, uint32_t m = kDefaultTableSize) {
+  absl::StatusOr<LookupTable> t = BuildMaglevTable(b, m);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? *std::move(t) : LookupTable();
+}
+
+// Fraction of slots whose backend *name* differs (same M).
+struct Change {
+  double moved = 0;
+  double between_survivors = 0;  // from a backend in both lists to another in both
+};
+Change Compare(const LookupTable& a, const LookupTable& b) {
+  std::vector<std::string> in_both;
+  for (const auto& n : a.backend_names()) {
+    if (std::find(b.backend_names().begin(), b.backend_names().end(), n) !=
+        b.backend_names().end()) {
+      in_both.push_back(n);
+    }
+  }
+  auto survives = [&](const std::string& n) {
+    return std::find(in_both.begin(), in_both.end(), n) != in_both.end();
+  };
+  Change c;
+  for (uint32_t s = 0; s < a.size(); ++s) {
+    const std::string& from = a.backend_names()[a.slot(s)];
+    const std::string& to = b.backend_names()[b.slot(s)];
+    if (from == to) continue;
+    c.moved += 1;
+    if (survives(from) && survives(to)) c.between_survivors += 1;
+  }
+  c.moved /= a.size();
+  c.between_survivors /= a.size();
+  return c;
+}
+
+TEST(MaglevTest, EqualWeightsGiveFloorOrCeilEntries) {
+  // N = 1..1000 at the default M: Maglev's balance guarantee.
+  const uint32_t m = kDefaultTableSize;
+  for (int n = 1; n <= 1000; ++n) {
+    LookupTable t = Build(Backends(n), m);
+    ASSERT_EQ(t.size(), m);
+    std::vector<uint32_t> counts = t.EntryCounts();
+    const uint32_t lo = m / n, hi = (m + n - 1) / n;
+    for (int i = 0; i < n; ++i) {
+      ASSERT_GE(counts[i], lo) << "N=" << n << " backend " << i;
+      ASSERT_LE(counts[i], hi) << "N=" << n << " backend " << i;
+    }
+  }
+}
+
+TEST(MaglevTest, ProductionBuilderMatchesPaperReferenceOnRandomConfigs) {
+  std::mt19937_64 rng(20161116);
+  const uint32_t sizes[] = {251, 257, 1009, 4099, 65537, 65521};
+  for (int trial = 0; trial < 120; ++trial) {
+    uint32_t m = sizes[rng() % std::size(sizes)];
+    int n = 1 + static_cast<int>(rng() % std::min<uint32_t>(m, 300));
+    std::vector<BackendSpec> b;
+    for (int i = 0; i < n; ++i) {
+      // Random names, weights 0..20 (some draining), sometimes equal.
+      uint32_t w = trial % 3 == 0 ? 1 : static_cast<uint32_t>(rng() % 21);
+      b.push_back({absl::StrFormat("node-%x-%d", rng() % 100000, i), w});
+    }
+    std::vector<int> ref = testing::ReferenceMaglevPopulate(b, m);
+    LookupTable t = Build(b, m);
+    if (ref.empty()) {
+      EXPECT_TRUE(t.empty());
+      continue;
+    }
+    ASSERT_EQ(t.size(), ref.size());
+    for (uint32_t s = 0; s < m; ++s) {
+      ASSERT_EQ(t.slot(s), ref[s]) << "trial " << trial << " M=" << m << " N=" << n
+                                   << " slot " << s;
+    }
+  }
+}
+
+TEST(MaglevTest, MatchesReferenceAtLargePrimeWhere32BitProductsWrap) {
+  // offset + j * skip overflows 32 bits for M = 655373; the reference uses
+  // 64-bit products, the production builder an incremental walk: they agree.
+  for (uint32_t m : {655373u, 1000003u}) {
+    std::vector<BackendSpec> b = Backends(m == 655373u ? 1000 : 50);
+    std::vector<int> ref = testing::ReferenceMaglevPopulate(b, m);
+    LookupTable t = Build(b, m);
+    ASSERT_EQ(t.size(), m);
+    for (uint32_t s = 0; s < m; ++s) ASSERT_EQ(t.slot(s), ref[s]) << "M=" << m << " slot " << s;
+  }
+}
+
+TEST(MaglevTest, PermutationUsesBothHashesOfTheName) {
+  MaglevPermutation p = MaglevPermutationOf("web-1", 65537);
+  EXPECT_EQ(p.offset, Xxh64("web-1", kMaglevOffsetSeed) % 65537);
+  EXPECT_EQ(p.skip, Xxh64("web-1", kMaglevSkipSeed) % 65536 + 1);
+  EXPECT_GE(p.skip, 1u);
+  EXPECT_LT(p.skip, 65537u);
+}
+
+TEST(MaglevTest, PlacementIndependentOfListOrder) {
+  std::mt19937_64 rng(99);
+  std::vector<BackendSpec> b = Backends(37);
+  for (size_t i = 0; i < b.size(); ++i) b[i].weight = 1 + i % 4;
+  LookupTable base = Build(b);
+  for (int trial = 0; trial < 10; ++trial) {
+    std::shuffle(b.begin(), b.end(), rng);
+    LookupTable t = Build(b);
+    EXPECT_EQ(t.fingerprint(), base.fingerprint());
+    for (uint32_t s = 0; s < t.size(); ++s) {
+      ASSERT_EQ(t.backend_names()[t.slot(s)], base.backend_names()[base.slot(s)]);
+    }
+  }
+}
+
+TEST(MaglevTest, GoldenFingerprintCatchesAnyPlacementChange) {
+  // A fixed config; if this fails, placement changed for every deployment:
+  // every flow of every running LB would move on upgrade. Only change this
+  // value together with a documented, deliberate placement change.
+  std::vector<BackendSpec> b = {{"web-a", 1}, {"web-b", 1}, {"web-c", 2}, {"web-d", 0}};
+  LookupTable t = Build(b);
+  EXPECT_EQ(t.fingerprint(), 0x41f28340c76b533dULL)
+      << absl::StrFormat("got 0x%016x", t.fingerprint());
+  LookupTable small = Build(Backends(5), 251);
+  EXPECT_EQ(small.fingerprint(), 0x1d1108165c097f00ULL)
+      << absl::StrFormat("got 0x%016x", small.fingerprint());
+}
+
+TEST(MaglevTest, FingerprintDependsOnContents) {
+  LookupTable a = Build(Backends(10));
+  LookupTable b = Build(Backends(11));
+  LookupTable c = Build(Backends(10), 65521);
+  EXPECT_NE(a.fingerprint(), b.fingerprint());
+  EXPECT_NE(a.fingerprint(), c.fingerprint());
+  EXPECT_NE(a.fingerprint(), 0u);
+}
+
+// Removing one of N backends must move about 1/N of the table: its own slots,
+// plus a little churn between survivors that Maglev trades for balance.
+// Measured at M=65537: remove 1.07x / 1.58x / 7.2x the ideal 1/N at
+// N = 10 / 100 / 1000 (the paper's regime is M >> 100 N; at N = 1000 each
+// backend holds only 65 slots), and under 1% of the table between survivors.
+TEST(MaglevTest, RemovingOneBackendMovesLittleMoreThanIdeal) {
+  struct Case {
+    int n;
+    double max_ratio;             // moved / (1/N)
+    double max_between_survivors; // fraction of the table
+  };
+  for (Case c : {Case{10, 1.15, 0.01}, Case{100, 1.8, 0.01}, Case{1000, 8.0, 0.01}}) {
+    std::vector<BackendSpec> b = Backends(c.n);
+    LookupTable before = Build(b);
+    double worst_ratio = 0, worst_survivors = 0;
+    for (int victim : {0, c.n / 2, c.n - 1}) {
+      std::vector<BackendSpec> after_list = b;
+      after_list.erase(after_list.begin() + victim);
+      Change ch = Compare(before, Build(after_list));
+      worst_ratio = std::max(worst_ratio, ch.moved * c.n);
+      worst_survivors = std::max(worst_survivors, ch.between_survivors);
+    }
+    std::printf("remove 1 of %d: moved %.3fx ideal, between survivors %.4f%%\n", c.n,
+                worst_ratio, 100 * worst_survivors);
+    EXPECT_GE(worst_ratio, 1.0);  // at least the removed backend's slots move
+    EXPECT_LE(worst_ratio, c.max_ratio) << "N=" << c.n;
+    EXPECT_LE(worst_survivors, c.max_between_survivors) << "N=" << c.n;
+  }
+}
+
+TEST(MaglevTest, AddingOneBackendMovesLittleMoreThanIdeal) {
+  struct Case {
+    int n;
+    double max_ratio;  // moved / (1/(N+1))
+    double max_between_survivors;
+  };
+  for (Case c : {Case{10, 1.15, 0.01}, Case{100, 1.8, 0.01}, Case{1000, 8.0, 0.01}}) {
+    std::vector<BackendSpec> b = Backends(c.n);
+    LookupTable before = Build(b);
+    b.push_back({"newcomer", 1});
+    Change ch = Compare(before, Build(b));
+    double ratio = ch.moved * (c.n + 1);
+    std::printf("add 1 to %d: moved %.3fx ideal, between survivors %.4f%%\n", c.n, ratio,
+                100 * ch.between_survivors);
+    EXPECT_GE(ratio, 0.99);
+    EXPECT_LE(ratio, c.max_ratio) << "N=" << c.n;
+    EXPECT_LE(ch.between_survivors, c.max_between_survivors) << "N=" << c.n;
+  }
+}
+
+TEST(MaglevTest, WeightedSharesAreProportional) {
+  // Tolerance: a backend's entries are within 2 + N * w / sum(w) of its exact
+  // share M * w / sum(w): proportional up to one partial turn.
+  std::mt19937_64 rng(4242);
+  for (int trial = 0; trial < 30; ++trial) {
+    int n = 2 + static_cast<int>(rng() % 200);
+    std::vector<BackendSpec> b = Backends(n);
+    uint64_t total = 0;
+    for (auto& x : b) total += (x.weight = 1 + static_cast<uint32_t>(rng() % 100));
+    LookupTable t = Build(b);
+    std::vector<uint32_t> counts = t.EntryCounts();
+    for (int i = 0; i < n; ++i) {
+      double expected = static_cast<double>(t.size()) * b[i].weight / total;
+      double tolerance = 2.0 + static_cast<double>(n) * b[i].weight / total;
+      EXPECT_NEAR(counts[i], expected, tolerance) << "trial " << trial << " backend " << i
+                                                  << " weight " << b[i].weight;
+    }
+  }
+  // A concrete ratio: 1:2:3 at M=65537.
+  LookupTable t = Build({{"a", 1}, {"b", 2}, {"c", 3}});
+  std::vector<uint32_t> counts = t.EntryCounts();
+  EXPECT_NEAR(counts[0], 65537.0 / 6, 2);
+  EXPECT_NEAR(counts[1], 65537.0 / 3, 2);
+  EXPECT_NEAR(counts[2], 65537.0 / 2, 2);
+}
+
+TEST(MaglevTest, ZeroWeightDrainsButIsNotAnError) {
+  LookupTable t = Build({{"a", 1}, {"b", 0}, {"c", 1}});
+  std::vector<uint32_t> counts = t.EntryCounts();
+  EXPECT_EQ(counts[1], 0u);
+  EXPECT_EQ(counts[0] + counts[2], kDefaultTableSize);
+  // Draining b places a and c exactly as if b were absent.
+  LookupTable without = Build({{"a", 1}, {"c", 1}});
+  EXPECT_EQ(t.fingerprint(), without.fingerprint());
+}
+
+TEST(MaglevTest, AllDrainingGivesNoTable) {
+  absl::StatusOr<LookupTable> t = BuildMaglevTable(std::vector<BackendSpec>{{"a", 0}, {"b", 0}});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_TRUE(t->empty());
+  EXPECT_EQ(t->fingerprint(), 0u);
+  absl::StatusOr<LookupTable> none = BuildMaglevTable(std::vector<BackendSpec>{});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
+TEST(MaglevTest, RefusesBadInput) {
+  auto refused = [](const std::vector<BackendSpec>& b, uint32_t m, const std::string& needle) {
+    absl::StatusOr<LookupTable> t = BuildMaglevTable(b, m);
+    ASSERT_FALSE(t.ok()) << "M=" << m;
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(t.status().message()).find(needle), std::string::npos)
+        << t.status().message();
+  };
+  refused(Backends(3), 65536, "must be a prime");     // not prime
+  refused(Backends(3), 65535, "must be a prime");
+  refused(Backends(3), 241, "must be a prime");       // prime, below 251
+  refused(Backends(3), 1, "must be a prime");
+  refused(Backends(3), 4194319, "must be a prime");   // prime, above the maximum
+  refused(Backends(300), 251, "smaller than the number of backends");
+  refused({{"a", 1}, {"b", 1}, {"a", 2}}, 251, "appears twice");
+  refused({{"a", 1}, {"", 1}}, 251, "empty name");
+  refused({{"a", 1}, {"b", kMaxWeight + 1}}, 251, "above the maximum");
+}
+
+TEST(MaglevTest, AcceptsPrimesAcrossTheRange) {
+  for (uint32_t m : {251u, 257u, 65537u, 655373u, 1000003u, kMaxTableSize}) {
+    ASSERT_TRUE(IsPrime(m)) << m;
+    absl::StatusOr<LookupTable> t = BuildMaglevTable(Backends(7), m);
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(t->size(), m);
+  }
+}
+
+TEST(LookupTableTest, SlotOfCoversEverySlotEvenly) {
+  // Each slot owns ceil or floor of 2^32/M values of the high hash half.
+  for (uint64_t m : {251ull, 65537ull}) {
+    uint64_t prev_start = 0;
+    for (uint64_t s = 1; s <= m; ++s) {
+      uint64_t start = ((s << 32) + m - 1) / m;
+      uint64_t width = start - prev_start;
+      ASSERT_TRUE(width == (uint64_t{1} << 32) / m || width == (uint64_t{1} << 32) / m + 1);
+      if (s < m) {
+        ASSERT_EQ(LookupTable::SlotOf(start << 32, static_cast<uint32_t>(m)), s);
+        ASSERT_EQ(LookupTable::SlotOf((start - 1) << 32 | 0xffffffffu, static_cast<uint32_t>(m)),
+                  s - 1);
+      }
+      prev_start = start;
+    }
+  }
+  LookupTable t = Build(Backends(3));
+  EXPECT_EQ(t.Lookup(0), t.slot(0));
+  EXPECT_EQ(t.Lookup(~uint64_t{0}), t.slot(t.size() - 1));
+}
+
+}  // namespace
+}  // namespace maglb
