@@ -1,0 +1,93 @@
+// The flow hash: which slot of a VIP's table (hence which backend) a flow maps to.
+//
+// The hash is XXH64 (the xxHash 64-bit specification, as maglb::Xxh64 in
+// hash.h) over the 40 bytes of a FlowKey, with a 64-bit seed:
+//
+//   FlowHash(key, seed) == Xxh64(&key, sizeof(FlowKey), seed)
+//
+// bit for bit, on every host. FlowKey holds both addresses in full (IPv6's
+// 128 bits, IPv4 in the first 4 bytes with zeros after), the ports in host
+// order, the protocol and the family flag; the layout is fixed (flow.h), so the
+// hash is identical across processes, hosts, builds and versions. Every LB
+// instance of a deployment uses the same seed (LbConfig::hash_seed), so a flow
+// hashes the same wherever ECMP sends it.
+//
+// FlowHash is the fixed-length specialisation: one 32-byte stripe, one 8-byte
+// tail, the standard avalanche; little-endian loads, no loops, no branches, a
+// few ns. The full avalanche matters because LookupTable::SlotOf uses the HIGH
+// 32 bits; tests/unit/flow_hash_test.cc checks their uniformity on realistic
+// address sets and pins a golden value so that an accidental change fails.
+#ifndef MAGLB_FLOW_HASH_H_
+#define MAGLB_FLOW_HASH_H_
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+
+#include "maglb/flow.h"
+
+namespace maglb {
+
+/// Seed of the connection-tracking hash. Fixed and independent of the
+/// deployment seed, so that pinned flows stay found when an operator changes
+/// hash_seed on a live LB.
+inline constexpr uint64_t kConntrackHashSeed = 0x6d61676c622d6374ULL;  // "maglb-ct"
+
+namespace flow_hash_internal {
+
+inline constexpr uint64_t kP1 = 0x9E3779B185EBCA87ULL;
+inline constexpr uint64_t kP2 = 0xC2B2AE3D27D4EB4FULL;
+inline constexpr uint64_t kP3 = 0x165667B19E3779F9ULL;
+inline constexpr uint64_t kP4 = 0x85EBCA77C2B2CA63ULL;
+inline constexpr uint64_t kP5 = 0x27D4EB2F165667C5ULL;
+
+inline uint64_t LoadLe64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, sizeof(v));
+  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
+  return v;
+}
+
+inline uint64_t Round(uint64_t acc, uint64_t input) {
+  acc += input * kP2;
+  acc = std::rotl(acc, 31);
+  return acc * kP1;
+}
+
+inline uint64_t MergeRound(uint64_t acc, uint64_t val) {
+  acc ^= Round(0, val);
+  return acc * kP1 + kP4;
+}
+
+}  // namespace flow_hash_internal
+
+/// XXH64(key bytes, 40, seed). See the file comment.
+inline uint64_t FlowHash(const FlowKey& key, uint64_t seed) {
+  using namespace flow_hash_internal;  // NOLINT: constants of this file only
+  const auto* p = reinterpret_cast<const uint8_t*>(&key);
+  uint64_t v1 = Round(seed + kP1 + kP2, LoadLe64(p));
+  uint64_t v2 = Round(seed + kP2, LoadLe64(p + 8));
+  uint64_t v3 = Round(seed, LoadLe64(p + 16));
+  uint64_t v4 = Round(seed - kP1, LoadLe64(p + 24));
+  uint64_t h = std::rotl(v1, 1) + std::rotl(v2, 7) + std::rotl(v3, 12) + std::rotl(v4, 18);
+  h = MergeRound(h, v1);
+  h = MergeRound(h, v2);
+  h = MergeRound(h, v3);
+  h = MergeRound(h, v4);
+  h += sizeof(FlowKey);
+  h ^= Round(0, LoadLe64(p + 32));
+  h = std::rotl(h, 27) * kP1 + kP4;
+  h ^= h >> 33;
+  h *= kP2;
+  h ^= h >> 29;
+  h *= kP3;
+  h ^= h >> 32;
+  return h;
+}
+
+/// The connection-tracking hash of a flow.
+inline uint64_t ConntrackHash(const FlowKey& key) { return FlowHash(key, kConntrackHashSeed); }
+
+}  // namespace maglb
+
+#endif  // MAGLB_FLOW_HASH_H_

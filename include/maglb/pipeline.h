@@ -1,0 +1,207 @@
+// The per-worker packet pipeline: classify -> conntrack -> table -> forward,
+// on byte buffers. DPDK-free: the data plane maps its mbufs onto PacketRef.
+//
+// Requests to H1 (packet.h / encap.h owner), worked around here meanwhile:
+//  - a drop reason for "next-hop MAC not resolved yet" (suggest
+//    X(kNoNeighbor, "no_neighbor")); until then such packets count as
+//    kNoBackend.
+//
+// Per burst (ProcessBurst):
+//  1. Classify every packet (packet.h) against the snapshot's VipMatcher.
+//  2. For packets to a VIP: conntrack hash, prefetch both buckets; then
+//     prefetch the entries whose signature matches.
+//  3. Per packet, in order: conntrack lookup. Hit and its backend still
+//     configured (any weight): refresh and forward to it. Hit but backend
+//     removed, or miss: flow hash (seed of the VIP) -> LookupTable::Lookup ->
+//     track (repin / insert) -> forward. An unknown non-SYN flow (LB restart,
+//     ECMP shift) is treated exactly like a new one and tracked from then on.
+//     ICMP errors follow the flow they are about (lookup only: no insert, no
+//     refresh). A TCP SYN for a flow that is closing starts a new connection:
+//     it is re-placed by the current table.
+//  4. Forward (encap.h): encapsulate or rewrite in the packet's own buffer
+//     (headroom), or, for local traffic (ARP, ND, echo) and packets too big
+//     for the tunnel, build the reply in place (reply.h).
+//
+// Packets are processed in order, each one's conntrack update visible to the
+// next (two packets of one new flow in a burst get one entry).
+#ifndef MAGLB_PIPELINE_H_
+#define MAGLB_PIPELINE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "maglb/config.h"
+#include "maglb/conntrack.h"
+#include "maglb/lb_state.h"
+#include "maglb/packet.h"
+
+namespace maglb {
+
+/// What to do with a packet after ProcessBurst.
+enum class PacketAction : uint8_t {
+  kTransmit,  ///< send the frame at data + offset, out_len bytes (toward a backend)
+  kReply,     ///< same, but it is an answer to the sender (ARP/ND/echo/ICMP too-big)
+  kExtra,     ///< the original is consumed; send Worker::extra_frames()[extra_first..+extra_count)
+  kDrop,      ///< free it; `reason` says why
+};
+
+/// One packet, as the worker sees it. The caller fills data/len/headroom; the
+/// pipeline fills the rest. The buffer is written in place: bytes before
+/// `data` (up to `headroom`) take prepended headers.
+struct PacketRef {
+  uint8_t* data = nullptr;  ///< the Ethernet frame (in)
+  uint16_t len = 0;         ///< frame length (in)
+  uint16_t headroom = 0;    ///< writable bytes before `data` (in)
+  uint16_t tailroom = 0;    ///< writable bytes after data + len (in; replies may grow)
+  PacketAction action = PacketAction::kDrop;  ///< out
+  DropReason reason = DropReason::kTooShort;  ///< out, kDrop only
+  int16_t offset = 0;       ///< out: the frame to send starts at data + offset
+  uint16_t out_len = 0;     ///< out: its length
+  uint16_t extra_first = 0; ///< out, kExtra only
+  uint16_t extra_count = 0; ///< out, kExtra only
+};
+
+/// A frame the pipeline built in the worker's scratch memory (fragments of an
+/// IPv4 datagram too big for the tunnel). Valid until the next ProcessBurst.
+struct ExtraFrame {
+  const uint8_t* data;
+  uint16_t len;
+};
+
+/// One relaxed 64-bit counter: written by one worker only, readable from any
+/// thread without tearing. Increments compile to a plain load/add/store.
+class Counter {
+ public:
+  void Add(uint64_t v) { v_.store(v_.load(std::memory_order_relaxed) + v, std::memory_order_relaxed); }
+  void Reset() { v_.store(0, std::memory_order_relaxed); }
+  uint64_t value() const { return v_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint64_t> v_{0};
+};
+
+/// Counters of one VIP or one backend on one worker.
+struct FlowCounters {
+  Counter packets, bytes, new_flows;
+};
+
+/// Local traffic answered by the LB itself.
+#define MAGLB_FOREACH_LOCAL_COUNTER(X) \
+  X(kArpReplies, "arp_replies")        \
+  X(kNdReplies, "nd_replies")          \
+  X(kEchoReplies, "echo_replies")      \
+  X(kIcmpTooBig, "icmp_too_big_sent")  \
+  X(kFragmentsSent, "fragments_sent")  \
+  X(kIcmpErrorsRouted, "icmp_errors_routed")
+
+enum class LocalCounter : uint8_t {
+#define MAGLB_LOCAL_ENUM(name, str) name,
+  MAGLB_FOREACH_LOCAL_COUNTER(MAGLB_LOCAL_ENUM)
+#undef MAGLB_LOCAL_ENUM
+};
+inline constexpr size_t kNumLocalCounters = 0
+#define MAGLB_LOCAL_COUNT(name, str) +1
+    MAGLB_FOREACH_LOCAL_COUNTER(MAGLB_LOCAL_COUNT)
+#undef MAGLB_LOCAL_COUNT
+    ;
+std::string_view LocalCounterName(LocalCounter c);
+
+/// The counters of one worker, cache-aligned, written only by that worker.
+/// VIP and backend counters are indexed by counter slot (lb_state.h); a slot
+/// whose owner id changed is zeroed by the worker when it first sees the new
+/// snapshot, so a slot reused by another backend starts from zero.
+struct alignas(64) WorkerCounters {
+  WorkerCounters();
+  Counter rx_packets, rx_bytes;
+  Counter tx_packets, tx_bytes;
+  Counter drops[kNumDropReasons];
+  Counter local[kNumLocalCounters];
+  Counter untracked;       ///< new flows forwarded without a conntrack entry
+  Counter evictions;       ///< live flows evicted from a full conntrack
+  Counter repinned;        ///< tracked flows moved because their backend was removed
+  Counter conntrack_occupied;  ///< ways in use, refreshed once per burst
+  Counter generation;      ///< snapshot generation the worker last used
+  std::unique_ptr<FlowCounters[]> vip;            // kMaxVips
+  std::unique_ptr<FlowCounters[]> backend;        // kMaxBackendsTotal
+  std::unique_ptr<std::atomic<uint32_t>[]> vip_owner;      // id owning each slot
+  std::unique_ptr<std::atomic<uint32_t>[]> backend_owner;  // id owning each slot
+};
+
+/// Scratch memory for frames the pipeline creates (fragments).
+inline constexpr size_t kDefaultScratchBytes = 256 * 1024;
+
+/// One worker: its conntrack, its counters. Not thread-safe: one per core.
+class Worker {
+ public:
+  explicit Worker(const ConntrackConfig& conntrack, size_t scratch_bytes = kDefaultScratchBytes);
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  /// Processes `n` packets (any n; internally in chunks of kBurst). `now_ns` is
+  /// a monotonic clock in nanoseconds (the caller's, e.g. TSC-derived).
+  void ProcessBurst(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns);
+
+  /// One packet (for the fuzz harness and tests); same as a burst of one.
+  void ProcessPacket(PacketRef& pkt, const LbState& state, uint64_t now_ns) {
+    ProcessBurst(&pkt, 1, state, now_ns);
+  }
+
+  /// Frames built during the last ProcessBurst (PacketAction::kExtra).
+  std::span<const ExtraFrame> extra_frames() const { return {extra_.data(), extra_count_}; }
+
+  const WorkerCounters& counters() const { return *counters_; }
+  const Conntrack& conntrack() const { return conntrack_; }
+  Conntrack& conntrack() { return conntrack_; }
+
+  static constexpr size_t kBurst = 32;
+
+ private:
+  void AdoptState(const LbState& state);
+  void ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns);
+
+  Conntrack conntrack_;
+  std::unique_ptr<WorkerCounters> counters_;
+  uint64_t generation_seen_ = 0;
+  const LbState* state_seen_ = nullptr;
+  std::vector<uint8_t> scratch_;
+  size_t scratch_used_ = 0;
+  std::vector<ExtraFrame> extra_;
+  size_t extra_count_ = 0;
+};
+
+/// Counters summed over workers, by name, for one snapshot: what telemetry
+/// and `maglbctl stats` show. Reads relaxed counters of running workers.
+struct CounterTotals {
+  struct Flow {
+    uint64_t packets = 0, bytes = 0, new_flows = 0;
+  };
+  struct Backend {
+    std::string name;
+    Flow counters;
+  };
+  struct Vip {
+    std::string name;
+    Flow counters;
+    std::vector<Backend> backends;  // VipState::backends order
+  };
+  uint64_t rx_packets = 0, rx_bytes = 0, tx_packets = 0, tx_bytes = 0;
+  uint64_t drops[kNumDropReasons] = {};
+  uint64_t local[kNumLocalCounters] = {};
+  uint64_t untracked = 0, evictions = 0, repinned = 0;
+  std::vector<uint64_t> conntrack_occupied;  // per worker
+  std::vector<Vip> vips;                     // LbState::vips order
+};
+
+/// Sums the workers' counters for the VIPs and backends of `state`. A worker
+/// that has not adopted `state` yet contributes only to slots whose owner
+/// matches, so a reused slot never shows another backend's counts.
+CounterTotals SumCounters(const LbState& state, std::span<const Worker* const> workers);
+
+}  // namespace maglb
+
+#endif  // MAGLB_PIPELINE_H_
