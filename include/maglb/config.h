@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "maglb/ip_address.h"
 #include "maglb/lookup_table.h"
+#include "maglb/hashing.h"
 #include "maglb/maglev.h"
 
 namespace maglb {
@@ -19,7 +20,7 @@ namespace maglb {
 enum class Protocol : uint8_t { kTcp = 6, kUdp = 17 };
 enum class Forwarding : uint8_t { kGre, kIpip, kL2Dsr };
 /// How a VIP's table is filled. Every scheme compiles to a LookupTable.
-enum class Algorithm : uint8_t { kMaglev };
+enum class Algorithm : uint8_t { kMaglev, kRing, kRendezvous, kJump, kModulo };
 
 std::string_view ToString(Protocol p);
 std::string_view ToString(Forwarding f);
@@ -49,6 +50,13 @@ struct VipConfig {
   Forwarding forwarding = Forwarding::kGre;
   Algorithm algorithm = Algorithm::kMaglev;
   uint32_t table_size = kDefaultTableSize;
+  /// Ring points per unit of weight (algorithm = "ring" only).
+  uint32_t ring_points = kDefaultRingPoints;
+  /// The operator's explicit consent to algorithm = "modulo".
+  bool allow_modulo = false;
+  /// Bounded load for new flows (maglb/bounded_load.h): a backend at
+  /// ceil((1 + epsilon) * average) active flows passes new flows on. Unset: off.
+  std::optional<double> bounded_load_epsilon;
   std::vector<BackendConfig> backends;
   int line = 0;
 

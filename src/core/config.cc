@@ -14,6 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "maglb/bounded_load.h"
+#include "maglb/hashing.h"
 #include "maglb/prime.h"
 
 namespace maglb {
@@ -32,6 +34,10 @@ std::string_view ToString(Forwarding f) {
 std::string_view ToString(Algorithm a) {
   switch (a) {
     case Algorithm::kMaglev: return "maglev";
+    case Algorithm::kRing: return "ring";
+    case Algorithm::kRendezvous: return "rendezvous";
+    case Algorithm::kJump: return "jump";
+    case Algorithm::kModulo: return "modulo";
   }
   return "?";
 }
@@ -312,6 +318,39 @@ absl::Status ParseBackend(const toml::table& t, const std::string& source,
   return r.CheckNoUnknownKeys();
 }
 
+// The hashing-scheme keys of a VIP (issue 5): the consent that modulo needs,
+// ring points, and bounded load.
+absl::Status ParseHashingKeys(TableReader& r, const toml::table& t, VipConfig* v) {
+  if (const toml::node* n = r.Get("allow_modulo"); n != nullptr) {
+    if (!n->is_boolean()) return r.Error(n, "allow_modulo", "must be true or false");
+    v->allow_modulo = n->as_boolean()->get();
+  }
+  if (v->algorithm == Algorithm::kModulo && !v->allow_modulo) {
+    return r.Error(t.get("algorithm"), "algorithm",
+                   "\"modulo\" reshuffles almost every flow (1 - 1/(N+1) of them) whenever a "
+                   "backend is added or removed; it exists for comparison. The VIP was refused; "
+                   "choose \"maglev\" or another consistent scheme, or add allow_modulo = true to "
+                   "this [[vip]] to insist");
+  }
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("ring_points", 1, kMaxRingPointsPerWeight, &v->ring_points));
+  if (const toml::node* n = r.Get("bounded_load_epsilon"); n != nullptr) {
+    if (!n->is_floating_point() && !n->is_integer()) {
+      return r.Error(n, "bounded_load_epsilon", "must be a number, e.g. 0.25");
+    }
+    double e = n->is_integer() ? static_cast<double>(n->as_integer()->get())
+                               : n->as_floating_point()->get();
+    if (!(e >= kMinBoundedLoadEpsilon && e <= kMaxBoundedLoadEpsilon)) {
+      return r.Error(n, "bounded_load_epsilon",
+                     absl::StrFormat("%g is out of range: must be from %g to %g (0.25 lets a "
+                                     "backend take 25%% above the average before new flows "
+                                     "move on)",
+                                     e, kMinBoundedLoadEpsilon, kMaxBoundedLoadEpsilon));
+    }
+    v->bounded_load_epsilon = e;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseVip(const toml::table& t, const std::string& source, size_t index,
                       VipConfig* v) {
   std::string path = absl::StrFormat("vip[%d]", index);
@@ -332,8 +371,14 @@ absl::Status ParseVip(const toml::table& t, const std::string& source, size_t in
       "forwarding",
       {{"gre", Forwarding::kGre}, {"ipip", Forwarding::kIpip}, {"l2dsr", Forwarding::kL2Dsr}},
       &v->forwarding));
-  MAGLB_RETURN_IF_ERROR(r.Enum<Algorithm>("algorithm", {{"maglev", Algorithm::kMaglev}},
+  MAGLB_RETURN_IF_ERROR(r.Enum<Algorithm>("algorithm",
+                                          {{"maglev", Algorithm::kMaglev},
+                                           {"ring", Algorithm::kRing},
+                                           {"rendezvous", Algorithm::kRendezvous},
+                                           {"jump", Algorithm::kJump},
+                                           {"modulo", Algorithm::kModulo}},
                                           &v->algorithm));
+  MAGLB_RETURN_IF_ERROR(ParseHashingKeys(r, t, v));
   const toml::node* size_node = r.Get("table_size");
   if (size_node != nullptr) {
     if (!size_node->is_integer()) return r.Error(size_node, "table_size", "must be an integer");
@@ -376,6 +421,13 @@ absl::Status ParseVip(const toml::table& t, const std::string& source, size_t in
   if (absl::Status s = ValidateTableInput(v->BackendSpecs(), v->table_size); !s.ok()) {
     return r.Error(nullptr, "", std::string(s.message()));
   }
+  // Scheme-specific rules, reported at the `algorithm` key (or the VIP).
+  absl::Status scheme = absl::OkStatus();
+  if (v->algorithm == Algorithm::kJump) scheme = ValidateJumpInput(v->BackendSpecs());
+  if (v->algorithm == Algorithm::kRing) {
+    scheme = ValidateRingInput(v->BackendSpecs(), v->ring_points);
+  }
+  if (!scheme.ok()) return r.Error(t.get("algorithm"), "algorithm", std::string(scheme.message()));
   return absl::OkStatus();
 }
 

@@ -1,0 +1,68 @@
+// Consistent hashing with bounded loads (Mirrokni, Thorup, Zadimoghaddam,
+// SODA 2018 / arXiv 2016) for new flows: a backend already at its capacity
+// passes the new flow on to the next distinct backend in that flow's
+// preference order. Only the pure decision lives here; a VIP opts in with
+// `bounded_load_epsilon`.
+#ifndef MAGLB_BOUNDED_LOAD_H_
+#define MAGLB_BOUNDED_LOAD_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "maglb/lookup_table.h"
+
+namespace maglb {
+
+/// The smallest epsilon a VIP may set, and the largest: below 0.01 nearly
+/// every flow would be passed on, above 10 the bound never binds.
+inline constexpr double kMinBoundedLoadEpsilon = 0.01;
+inline constexpr double kMaxBoundedLoadEpsilon = 10.0;
+
+/// Active flows per backend (indexed as the table's backends) and weights.
+/// total_flows and total_weight are the sums, kept by the caller so that a
+/// decision costs O(rank), not O(N).
+struct LoadView {
+  std::span<const uint32_t> active_flows;
+  std::span<const uint32_t> weights;  // 0: takes no new flows
+  uint64_t total_flows = 0;           // sum of active_flows
+  uint64_t total_weight = 0;          // sum of weights
+};
+
+/// Capacity of backend b for the next flow: ceil((1 + epsilon) * (F + 1) *
+/// w_b / W), F the active flows before this one (Mirrokni et al. average over
+/// the flows including the new one). For equal weights, ceil((1+e)(F+1)/N).
+uint64_t BoundedLoadCapacity(const LoadView& load, uint32_t backend, double epsilon);
+
+struct BoundedLoadChoice {
+  uint32_t backend = 0;
+  /// Position of `backend` in the preference order: 0 = the first choice.
+  uint32_t rank = 0;
+  /// False only if no backend in `preference` was below its capacity; then
+  /// `backend` is the first choice (a flow is never refused for load).
+  bool within_bound = true;
+};
+
+/// Picks the first backend of `preference` (distinct backend indices, most
+/// preferred first) whose active flows are below its capacity.
+///
+/// Guarantee: the capacities sum to at least (1 + epsilon)(F + 1) > F, so when
+/// `preference` lists every backend of positive weight, one is always below
+/// capacity, and after the flow is added no backend exceeds
+/// ceil((1 + epsilon) * average). Preference orders: for rendezvous, backends
+/// by descending score; for a table (any scheme, maglev included), the
+/// backends of the successive slots s, s+1, ... (wrapping) after skipping
+/// repeats, from the flow's slot s: see TablePreference.
+BoundedLoadChoice BoundedLoadAssign(std::span<const uint32_t> preference, const LoadView& load,
+                                    double epsilon);
+
+/// The table's preference order from `slot`: backends of slots slot, slot+1,
+/// ... (wrapping), each once, at most `max_backends` of them (all distinct
+/// backends that have slots, when max_backends is large enough). Walks at most
+/// M slots.
+std::vector<uint32_t> TablePreference(const LookupTable& table, uint32_t slot,
+                                      size_t max_backends);
+
+}  // namespace maglb
+
+#endif  // MAGLB_BOUNDED_LOAD_H_
