@@ -5,7 +5,10 @@
 //
 //   FlowHash(key, seed) == Xxh64(&key, sizeof(FlowKey), seed)
 //
-// bit for bit, on every host. FlowKey holds both addresses in full (IPv6's
+// bit for bit, where the 40 bytes are the FlowKey as laid out on a
+// little-endian host: src[16], dst[16], src_port and dst_port as 2-byte
+// little-endian integers, protocol, is_v6, 2 zero bytes. A big-endian host
+// computes the same value (FlowHash composes the ports arithmetically). FlowKey holds both addresses in full (IPv6's
 // 128 bits, IPv4 in the first 4 bytes with zeros after), the ports in host
 // order, the protocol and the family flag; the layout is fixed (flow.h), so the
 // hash is identical across processes, hosts, builds and versions. Every LB
@@ -38,7 +41,7 @@ namespace flow_hash_internal {
 inline constexpr uint64_t kP1 = 0x9E3779B185EBCA87ULL;
 inline constexpr uint64_t kP2 = 0xC2B2AE3D27D4EB4FULL;
 inline constexpr uint64_t kP3 = 0x165667B19E3779F9ULL;
-inline constexpr uint64_t kP4 = 0x85EBCA77C2B2CA63ULL;
+inline constexpr uint64_t kP4 = 0x85EBCA77C2B2AE63ULL;
 inline constexpr uint64_t kP5 = 0x27D4EB2F165667C5ULL;
 
 inline uint64_t LoadLe64(const uint8_t* p) {
@@ -75,7 +78,12 @@ inline uint64_t FlowHash(const FlowKey& key, uint64_t seed) {
   h = MergeRound(h, v3);
   h = MergeRound(h, v4);
   h += sizeof(FlowKey);
-  h ^= Round(0, LoadLe64(p + 32));
+  // The last 8 bytes from the fields, not the memory, so that the host-order
+  // ports hash the same on big-endian hosts (as their little-endian layout).
+  const uint64_t tail = uint64_t{key.src_port} | uint64_t{key.dst_port} << 16 |
+                        uint64_t{key.protocol} << 32 | uint64_t{key.is_v6} << 40 |
+                        uint64_t{key.reserved} << 48;
+  h ^= Round(0, tail);
   h = std::rotl(h, 27) * kP1 + kP4;
   h ^= h >> 33;
   h *= kP2;
