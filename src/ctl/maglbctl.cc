@@ -11,6 +11,7 @@
 #include "maglb/config.h"
 #include "maglb/table_builder.h"
 #include "maglb/table_diff.h"
+#include "stats.h"
 
 namespace maglb {
 namespace {
@@ -30,6 +31,7 @@ void PrintUsage(FILE* out) {
       "      per VIP: the fraction of flows that would change backend, beside the\n"
       "      ideal minimum for that change, and which backends gain and lose\n",
       out);
+  std::fputs(kStatsUsage, out);
 }
 
 std::string Percent(double f) { return absl::StrFormat("%.3f%%", 100.0 * f); }
@@ -256,6 +258,7 @@ int main(int argc, char** argv) {
   std::string_view cmd = argv[1];
   if (cmd == "table") return maglb::CmdTable(argc - 2, argv + 2);
   if (cmd == "diff") return maglb::CmdDiff(argc - 2, argv + 2);
+  if (cmd == "stats") return maglb::CmdStats(argc - 2, argv + 2);
   std::fprintf(stderr, "maglbctl: unknown command '%s'\n", argv[1]);
   maglb::PrintUsage(stderr);
   return maglb::kExitUsage;

@@ -1,0 +1,211 @@
+#include "control/controller.h"
+
+#include <poll.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "control/log.h"
+#include "maglb/reply.h"
+
+namespace maglb {
+
+namespace {
+
+// The control loop wakes at least this often to pass ARP/ND frames on and
+// ask for unresolved next hops.
+constexpr int kPollMs = 10;
+// Editors write a file in several steps; reload once it has been quiet this long.
+constexpr uint64_t kReloadSettleNs = 150'000'000;
+constexpr unsigned kMaxControlFramesPerPass = 64;
+
+}  // namespace
+
+Controller::Controller(ControllerOptions options) : options_(std::move(options)) {}
+
+NeighborResolver Controller::Resolver() {
+  return [this](const IpAddress& a) { return neighbors_.Lookup(a); };
+}
+
+absl::Status Controller::Start(const Config& config) {
+  stats_.started_ns = NowNs();
+  LbStateOptions opts;
+  opts.port_mac = options_.port.mac;
+  opts.resolve = Resolver();
+  neighbors_.SetWanted(WantedNeighbors(config));
+  absl::StatusOr<std::unique_ptr<const LbState>> state = BuildLbState(config, nullptr, opts);
+  if (!state.ok()) {
+    return absl::Status(state.status().code(),
+                        absl::StrFormat("%s: %s", config.source, std::string(state.status().message())));
+  }
+  options_.publisher->Publish(*std::move(state));
+  absl::StatusOr<ConfigWatch> watch = ConfigWatch::Create(options_.config_path);
+  if (watch.ok()) {
+    watch_.emplace(*std::move(watch));
+  } else {
+    LogLine(absl::StrFormat("warning: %s; reload with SIGHUP only",
+                            std::string(watch.status().message())));
+  }
+  return absl::OkStatus();
+}
+
+void Controller::Reload(const char* why) {
+  const LbState* current = options_.publisher->Current();
+  absl::StatusOr<Config> config = LoadConfig(options_.config_path);
+  if (!config.ok()) {
+    std::string msg(config.status().message());
+    {
+      std::lock_guard<std::mutex> lock(options_.publisher->mutex());
+      ++stats_.reloads_refused;
+      stats_.last_refusal = msg;
+    }
+    LogLine(absl::StrFormat("reload (%s) refused: %s; still serving generation %u", why, msg,
+                            current->generation()));
+    return;
+  }
+  LbStateOptions opts;
+  opts.port_mac = options_.port.mac;
+  opts.resolve = Resolver();
+  absl::StatusOr<std::unique_ptr<const LbState>> next = BuildLbState(*config, current, opts);
+  if (!next.ok()) {
+    std::string msg = absl::StrFormat("%s: %s", options_.config_path,
+                                      std::string(next.status().message()));
+    {
+      std::lock_guard<std::mutex> lock(options_.publisher->mutex());
+      ++stats_.reloads_refused;
+      stats_.last_refusal = msg;
+    }
+    LogLine(absl::StrFormat("reload (%s) refused: %s; still serving generation %u", why, msg,
+                            current->generation()));
+    return;
+  }
+  const LbStateChange& change = (*next)->change();
+  bool conntrack_changed =
+      config->conntrack.capacity != current->config().conntrack.capacity;
+  neighbors_.SetWanted(WantedNeighbors(*config));
+  std::string summary = change.ToString();
+  {
+    std::lock_guard<std::mutex> lock(options_.publisher->mutex());
+    ++stats_.reloads_ok;
+    if (change.empty()) ++stats_.reloads_unchanged;
+    stats_.last_refusal.clear();
+  }
+  options_.publisher->Publish(*std::move(next));
+  LogLine(absl::StrFormat("reload (%s): %s%s", why, summary,
+                          conntrack_changed ? "; conntrack capacity applies at restart" : ""));
+  // New next hops: ask at once rather than at the next periodic pass.
+  SendNeighborRequests(NowNs());
+}
+
+void Controller::RepublishNeighbors() {
+  const LbState* current = options_.publisher->Current();
+  std::unique_ptr<const LbState> next = current->WithNeighbors(Resolver());
+  options_.publisher->Publish(std::move(next));
+}
+
+bool Controller::Transmit(const uint8_t* frame, size_t len) {
+  rte_mbuf* m = rte_pktmbuf_alloc(options_.port.pool);
+  if (m == nullptr) return false;
+  char* dst = rte_pktmbuf_append(m, static_cast<uint16_t>(len));
+  if (dst == nullptr) {
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  std::memcpy(dst, frame, len);
+  if (rte_ring_sp_enqueue(options_.from_control, m) != 0) {
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  return true;
+}
+
+void Controller::SendNeighborRequests(uint64_t now_ns) {
+  const LbState* state = options_.publisher->Current();
+  const LbConfig& lb = state->config().lb;
+  for (const IpAddress& target : neighbors_.DueRequests(now_ns)) {
+    uint8_t frame[128];
+    size_t len = 0;
+    if (!target.is_v6 && lb.ipv4) {
+      len = BuildArpRequest(options_.port.mac, *lb.ipv4, target, frame);
+    } else if (target.is_v6 && lb.ipv6) {
+      len = BuildNeighborSolicit(options_.port.mac, *lb.ipv6, target, frame);
+    }
+    if (len == 0) {
+      continue;  // no own address of that family: only a static entry can help
+    }
+    if (Transmit(frame, len)) {
+      std::lock_guard<std::mutex> lock(options_.publisher->mutex());
+      ++(target.is_v6 ? stats_.nd_requests_sent : stats_.arp_requests_sent);
+    }
+  }
+}
+
+void Controller::HandleControlFrames(uint64_t now_ns) {
+  void* got[kMaxControlFramesPerPass];
+  unsigned n = rte_ring_sc_dequeue_burst(options_.to_control, got, kMaxControlFramesPerPass, nullptr);
+  if (n == 0) return;
+  const LbState* state = options_.publisher->Current();
+  bool changed = false;
+  for (unsigned i = 0; i < n; ++i) {
+    auto* m = static_cast<rte_mbuf*>(got[i]);
+    std::span<const uint8_t> frame(rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m));
+    ParsedPacket p;
+    Verdict v = Classify(frame, state->matcher(), state->local(), &p);
+    if (v.action == Action::kLocalArp || v.action == Action::kLocalNd) {
+      std::optional<NeighborInfo> info = ExtractNeighbor(frame, p);
+      if (info && neighbors_.Learn(info->address, info->mac, now_ns)) {
+        changed = true;
+        LogLine(absl::StrFormat("neighbor %s is at %s", info->address.ToString(),
+                                info->mac.ToString()));
+      }
+    }
+    rte_pktmbuf_free(m);
+  }
+  {
+    std::lock_guard<std::mutex> lock(options_.publisher->mutex());
+    stats_.control_frames += n;
+    if (changed) ++stats_.neighbor_updates;
+  }
+  if (changed) RepublishNeighbors();
+}
+
+std::string Controller::Run() {
+  uint64_t reload_at = 0;  // 0: none pending
+  const char* reload_why = "";
+  while (true) {
+    pollfd fds[2] = {{options_.signal_fd, POLLIN, 0}, {watch_ ? watch_->fd() : -1, POLLIN, 0}};
+    poll(fds, 2, kPollMs);
+    uint64_t now = NowNs();
+    if (fds[0].revents & POLLIN) {
+      signalfd_siginfo si;
+      while (read(options_.signal_fd, &si, sizeof(si)) == sizeof(si)) {
+        if (si.ssi_signo == SIGHUP) {
+          Reload("SIGHUP");
+          reload_at = 0;
+        } else {
+          return si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM";
+        }
+      }
+    }
+    if (watch_ && (fds[1].revents & POLLIN) && watch_->ConsumeEvents()) {
+      reload_at = now + kReloadSettleNs;
+      reload_why = "file changed";
+    }
+    if (reload_at != 0 && now >= reload_at) {
+      reload_at = 0;
+      if (access(options_.config_path.c_str(), R_OK) == 0) {
+        Reload(reload_why);
+      }  // else: moved away mid-edit; its replacement triggers another event
+    }
+    HandleControlFrames(now);
+    SendNeighborRequests(now);
+  }
+}
+
+}  // namespace maglb

@@ -1,0 +1,178 @@
+#include "control/telemetry.h"
+
+#include <rte_telemetry.h>
+
+#include <string>
+
+#include "absl/strings/str_format.h"
+
+namespace maglb {
+
+namespace {
+
+// Telemetry callbacks take no user pointer; this is the one they read.
+Controller* g_controller = nullptr;
+
+std::string Hex(uint64_t v) { return absl::StrFormat("%016x", v); }
+
+void AddString(rte_tel_data* d, const char* name, const std::string& s) {
+  // Telemetry strings are limited to RTE_TEL_MAX_STRING_LEN (with the NUL).
+  rte_tel_data_add_dict_string(d, name, s.substr(0, RTE_TEL_MAX_STRING_LEN - 1).c_str());
+}
+
+int CmdStats(const char*, const char*, rte_tel_data* d) {
+  rte_tel_data_start_dict(d);
+  g_controller->WithView([&](const LbState& state, const CounterTotals& t, const ControlStats& cs,
+                             const ControllerOptions& opt) {
+    rte_tel_data_add_dict_u64(d, "generation", state.generation());
+    rte_tel_data_add_dict_u64(d, "uptime_s", (NowNs() - cs.started_ns) / 1'000'000'000u);
+    rte_tel_data_add_dict_u64(d, "workers", opt.workers.size());
+    rte_tel_data_add_dict_u64(d, "rx_packets", t.rx_packets);
+    rte_tel_data_add_dict_u64(d, "rx_bytes", t.rx_bytes);
+    rte_tel_data_add_dict_u64(d, "tx_packets", t.tx_packets);
+    rte_tel_data_add_dict_u64(d, "tx_bytes", t.tx_bytes);
+    uint64_t dropped = 0;
+    for (uint64_t v : t.drops) dropped += v;
+    uint64_t tx_full = 0, multiseg = 0, control_full = 0;
+    for (const LoopCounters* lc : opt.loop_counters) {
+      tx_full += lc->tx_full.value();
+      multiseg += lc->rx_multiseg.value();
+      control_full += lc->control_full.value();
+    }
+    rte_tel_data_add_dict_u64(d, "dropped", dropped + multiseg);
+    for (size_t i = 0; i < kNumDropReasons; ++i) {
+      std::string name = "drop_" + std::string(DropReasonName(static_cast<DropReason>(i)));
+      rte_tel_data_add_dict_u64(d, name.c_str(), t.drops[i]);
+    }
+    rte_tel_data_add_dict_u64(d, "drop_rx_multiseg", multiseg);
+    rte_tel_data_add_dict_u64(d, "tx_full", tx_full);
+    rte_tel_data_add_dict_u64(d, "control_ring_full", control_full);
+    for (size_t i = 0; i < kNumLocalCounters; ++i) {
+      rte_tel_data_add_dict_u64(d, std::string(LocalCounterName(static_cast<LocalCounter>(i))).c_str(),
+                                t.local[i]);
+    }
+    rte_tel_data_add_dict_u64(d, "conntrack_untracked", t.untracked);
+    rte_tel_data_add_dict_u64(d, "conntrack_evictions", t.evictions);
+    rte_tel_data_add_dict_u64(d, "conntrack_repinned", t.repinned);
+    uint64_t occupied = 0;
+    rte_tel_data* per_worker = rte_tel_data_alloc();
+    rte_tel_data_start_array(per_worker, RTE_TEL_U64_VAL);
+    for (uint64_t v : t.conntrack_occupied) {
+      occupied += v;
+      rte_tel_data_add_array_u64(per_worker, v);
+    }
+    rte_tel_data_add_dict_u64(d, "conntrack_occupied", occupied);
+    rte_tel_data_add_dict_u64(d, "conntrack_capacity_per_worker",
+                              opt.workers.empty() ? 0 : opt.workers[0]->conntrack().capacity());
+    rte_tel_data_add_dict_container(d, "conntrack_occupied_per_worker", per_worker, 0);
+    rte_tel_data_add_dict_u64(d, "reloads_ok", cs.reloads_ok);
+    rte_tel_data_add_dict_u64(d, "reloads_refused", cs.reloads_refused);
+    AddString(d, "last_refusal", cs.last_refusal);
+    rte_tel_data_add_dict_u64(d, "neighbor_updates", cs.neighbor_updates);
+    rte_tel_data_add_dict_u64(d, "arp_requests_sent", cs.arp_requests_sent);
+    rte_tel_data_add_dict_u64(d, "nd_requests_sent", cs.nd_requests_sent);
+    AddString(d, "port", absl::StrFormat("%u %s (%s) %s, %u queues, %s", opt.port.port_id,
+                                         opt.port.name, opt.port.driver, opt.port.mac.ToString(),
+                                         opt.port.num_queues, opt.port.distribution));
+    AddString(d, "config", opt.config_path);
+  });
+  return 0;
+}
+
+int CmdVips(const char*, const char*, rte_tel_data* d) {
+  rte_tel_data_start_dict(d);
+  g_controller->WithView([&](const LbState& state, const CounterTotals&, const ControlStats&,
+                             const ControllerOptions&) {
+    rte_tel_data_add_dict_u64(d, "generation", state.generation());
+    rte_tel_data* names = rte_tel_data_alloc();
+    rte_tel_data* fps = rte_tel_data_alloc();
+    rte_tel_data_start_array(names, RTE_TEL_STRING_VAL);
+    rte_tel_data_start_array(fps, RTE_TEL_STRING_VAL);
+    for (const VipState& v : state.vips()) {
+      rte_tel_data_add_array_string(names, v.name.c_str());
+      rte_tel_data_add_array_string(fps, Hex(v.fingerprint()).c_str());
+    }
+    rte_tel_data_add_dict_container(d, "names", names, 0);
+    rte_tel_data_add_dict_container(d, "fingerprints", fps, 0);
+  });
+  return 0;
+}
+
+int CmdVip(const char*, const char* params, rte_tel_data* d) {
+  if (params == nullptr || *params == '\0') return -1;
+  std::string wanted = params;
+  int rc = -1;
+  rte_tel_data_start_dict(d);
+  g_controller->WithView([&](const LbState& state, const CounterTotals& t, const ControlStats&,
+                             const ControllerOptions&) {
+    for (size_t i = 0; i < state.vips().size(); ++i) {
+      const VipState& v = state.vips()[i];
+      if (v.name != wanted) continue;
+      const CounterTotals::Vip& c = t.vips[i];
+      rc = 0;
+      AddString(d, "name", v.name);
+      AddString(d, "address", v.address.ToString());
+      AddString(d, "protocol", std::string(ToString(v.protocol)));
+      rte_tel_data_add_dict_u64(d, "port", v.port);
+      AddString(d, "forwarding", std::string(ToString(v.forwarding)));
+      AddString(d, "algorithm", std::string(ToString(v.algorithm)));
+      rte_tel_data_add_dict_u64(d, "table_size", v.table->size());
+      AddString(d, "fingerprint", Hex(v.fingerprint()));
+      rte_tel_data_add_dict_u64(d, "generation", state.generation());
+      rte_tel_data_add_dict_u64(d, "packets", c.counters.packets);
+      rte_tel_data_add_dict_u64(d, "bytes", c.counters.bytes);
+      rte_tel_data_add_dict_u64(d, "new_flows", c.counters.new_flows);
+      std::vector<uint32_t> entries = v.table->empty() ? std::vector<uint32_t>(v.backends.size(), 0)
+                                                       : v.table->EntryCounts();
+      rte_tel_data* names = rte_tel_data_alloc();
+      rte_tel_data* addrs = rte_tel_data_alloc();
+      rte_tel_data* weights = rte_tel_data_alloc();
+      rte_tel_data* slots = rte_tel_data_alloc();
+      rte_tel_data* pkts = rte_tel_data_alloc();
+      rte_tel_data* bytes = rte_tel_data_alloc();
+      rte_tel_data* flows = rte_tel_data_alloc();
+      rte_tel_data* nh = rte_tel_data_alloc();
+      rte_tel_data_start_array(names, RTE_TEL_STRING_VAL);
+      rte_tel_data_start_array(addrs, RTE_TEL_STRING_VAL);
+      for (rte_tel_data* a : {weights, slots, pkts, bytes, flows, nh}) {
+        rte_tel_data_start_array(a, RTE_TEL_U64_VAL);
+      }
+      for (size_t b = 0; b < v.backends.size() && b < RTE_TEL_MAX_ARRAY_ENTRIES; ++b) {
+        const BackendState& bs = v.backends[b];
+        rte_tel_data_add_array_string(names, bs.name.c_str());
+        rte_tel_data_add_array_string(addrs, bs.target.backend.ToString().c_str());
+        rte_tel_data_add_array_u64(weights, bs.weight);
+        rte_tel_data_add_array_u64(slots, b < entries.size() ? entries[b] : 0);
+        const CounterTotals::Flow& f = c.backends[b].counters;
+        rte_tel_data_add_array_u64(pkts, f.packets);
+        rte_tel_data_add_array_u64(bytes, f.bytes);
+        rte_tel_data_add_array_u64(flows, f.new_flows);
+        rte_tel_data_add_array_u64(nh, bs.next_hop_known ? 1 : 0);
+      }
+      rte_tel_data_add_dict_container(d, "backend_names", names, 0);
+      rte_tel_data_add_dict_container(d, "backend_addresses", addrs, 0);
+      rte_tel_data_add_dict_container(d, "backend_weights", weights, 0);
+      rte_tel_data_add_dict_container(d, "backend_table_entries", slots, 0);
+      rte_tel_data_add_dict_container(d, "backend_packets", pkts, 0);
+      rte_tel_data_add_dict_container(d, "backend_bytes", bytes, 0);
+      rte_tel_data_add_dict_container(d, "backend_new_flows", flows, 0);
+      rte_tel_data_add_dict_container(d, "backend_next_hop_resolved", nh, 0);
+      break;
+    }
+  });
+  return rc;
+}
+
+}  // namespace
+
+void RegisterTelemetry(Controller* controller) {
+  g_controller = controller;
+  rte_telemetry_register_cmd("/maglb/stats", CmdStats,
+                             "maglb totals: packets, drops by reason, conntrack, reloads");
+  rte_telemetry_register_cmd("/maglb/vips", CmdVips,
+                             "maglb VIP names and table fingerprints, with the config generation");
+  rte_telemetry_register_cmd("/maglb/vip", CmdVip,
+                             "One maglb VIP and its backends' counters. Parameters: VIP name");
+}
+
+}  // namespace maglb

@@ -1,0 +1,21 @@
+// DPDK telemetry commands, so that dpdk-telemetry.py and `maglbctl stats`
+// read the LB over /var/run/dpdk/<prefix>/dpdk_telemetry.v2:
+//   /maglb/stats       totals: packets, bytes, drops by reason, local replies,
+//                      conntrack occupancy per worker, reloads, generation
+//   /maglb/vips        generation, VIP names and table fingerprints
+//   /maglb/vip,NAME    one VIP: its settings, fingerprint, counters, and per
+//                      backend (parallel arrays) name, address, weight,
+//                      packets, bytes, new flows, next hop resolved
+#ifndef MAGLB_CONTROL_TELEMETRY_H_
+#define MAGLB_CONTROL_TELEMETRY_H_
+
+#include "control/controller.h"
+
+namespace maglb {
+
+/// Registers the /maglb/... commands; they read `controller` until exit.
+void RegisterTelemetry(Controller* controller);
+
+}  // namespace maglb
+
+#endif  // MAGLB_CONTROL_TELEMETRY_H_

@@ -1,0 +1,274 @@
+// maglb: the load balancer daemon.
+//
+//   maglb [EAL arguments] -- --config FILE [--port N] [--idle-sleep-us N]
+//
+// The main lcore runs the control thread (config reload, ARP/ND, telemetry
+// data); every other lcore runs a worker polling its own queue pair.
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_ring.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "control/controller.h"
+#include "control/log.h"
+#include "control/telemetry.h"
+#include "dataplane/port.h"
+#include "dataplane/snapshot.h"
+#include "dataplane/worker_loop.h"
+#include "maglb/config.h"
+#include "maglb/pipeline.h"
+
+namespace maglb {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+constexpr unsigned kControlRingSize = 1024;
+
+constexpr const char* kUsage =
+    "usage: maglb [EAL arguments] -- --config FILE [--port N] [--idle-sleep-us N]\n"
+    "  --config FILE       the TOML configuration (reloaded when it changes, or on SIGHUP)\n"
+    "  --port N            the DPDK port to serve (default 0); one-arm: in and out of it\n"
+    "  --idle-sleep-us N   test mode: a worker whose queue stays empty sleeps N us\n"
+    "                      between polls (default 0: poll continuously)\n"
+    "example (test mode on a veth):\n"
+    "  maglb --no-huge --no-pci -l 0,1 --file-prefix lb1 --vdev=net_af_packet0,iface=veth0 \\\n"
+    "        -- --config /etc/maglb.toml\n";
+
+struct AppArgs {
+  std::string config_path;
+  uint16_t port = 0;
+  uint32_t idle_sleep_us = 0;
+};
+
+int Fail(const std::string& msg, int code = kExitError) {
+  std::fprintf(stderr, "maglb: error: %s\n", msg.c_str());
+  return code;
+}
+
+// Parses the arguments after "--". Returns an error message or "".
+std::string ParseAppArgs(int argc, char** argv, AppArgs* out) {
+  for (int i = 0; i < argc; ++i) {
+    std::string_view a = argv[i];
+    auto value = [&](const char* what) -> const char* {
+      if (i + 1 >= argc) return nullptr;
+      (void)what;
+      return argv[++i];
+    };
+    if (a == "--config") {
+      const char* v = value("--config");
+      if (v == nullptr) return "--config needs a FILE";
+      out->config_path = v;
+    } else if (a == "--port") {
+      const char* v = value("--port");
+      char* end = nullptr;
+      unsigned long p = v ? std::strtoul(v, &end, 10) : 0;
+      if (v == nullptr || *end != '\0' || p >= RTE_MAX_ETHPORTS) return "--port needs a port number";
+      out->port = static_cast<uint16_t>(p);
+    } else if (a == "--idle-sleep-us") {
+      const char* v = value("--idle-sleep-us");
+      char* end = nullptr;
+      unsigned long us = v ? std::strtoul(v, &end, 10) : 0;
+      if (v == nullptr || *end != '\0' || us > 1'000'000) return "--idle-sleep-us needs 0..1000000";
+      out->idle_sleep_us = static_cast<uint32_t>(us);
+    } else if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(kExitOk);
+    } else {
+      return absl::StrFormat("unexpected argument '%s'", argv[i]);
+    }
+  }
+  if (out->config_path.empty()) return "--config FILE is required (after '--')";
+  return "";
+}
+
+int Main(int argc, char** argv) {
+  // Split at "--": EAL arguments before it, ours after.
+  int split = -1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--") == 0) {
+      split = i;
+      break;
+    }
+  }
+  if (split < 0) {
+    std::fputs(kUsage, stderr);
+    return Fail("no '--' separating EAL arguments from maglb's (--config FILE is required)",
+                kExitUsage);
+  }
+  AppArgs args;
+  std::string err = ParseAppArgs(argc - split - 1, argv + split + 1, &args);
+  if (!err.empty()) {
+    std::fputs(kUsage, stderr);
+    return Fail(err, kExitUsage);
+  }
+  // The config first: a bad file is reported before EAL spends time starting.
+  absl::StatusOr<Config> config = LoadConfig(args.config_path);
+  if (!config.ok()) return Fail(std::string(config.status().message()));
+
+  // Signals go to the control thread's signalfd; block them before EAL starts
+  // its threads so that every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGHUP);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  int signal_fd = signalfd(-1, &signals, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (signal_fd < 0) return Fail(absl::StrFormat("signalfd: %s", std::strerror(errno)));
+
+  int eal_argc = split;
+  int consumed = rte_eal_init(eal_argc, argv);
+  if (consumed < 0) {
+    return Fail(absl::StrFormat("EAL initialisation failed: %s (check the EAL arguments before "
+                                "'--'; see maglb --help)",
+                                rte_strerror(rte_errno)));
+  }
+  if (consumed + 1 != eal_argc) {
+    rte_eal_cleanup();
+    return Fail(absl::StrFormat("unexpected EAL argument '%s' before '--'", argv[consumed + 1]));
+  }
+  std::vector<unsigned> worker_lcores;
+  unsigned lcore;
+  RTE_LCORE_FOREACH_WORKER(lcore) { worker_lcores.push_back(lcore); }
+  if (worker_lcores.empty()) {
+    rte_eal_cleanup();
+    return Fail(absl::StrFormat("too few lcores: %u given, maglb needs the main lcore for control "
+                                "plus at least one worker lcore (e.g. -l 0,1)",
+                                rte_lcore_count()));
+  }
+  if (rte_eth_dev_count_avail() == 0) {
+    rte_eal_cleanup();
+    return Fail("no DPDK port: bind a NIC to DPDK or give a virtual device, e.g. "
+                "--vdev=net_af_packet0,iface=eth0");
+  }
+  if (!rte_eth_dev_is_valid_port(args.port)) {
+    rte_eal_cleanup();
+    return Fail(absl::StrFormat("no DPDK port %u (%u available)", args.port,
+                                rte_eth_dev_count_avail()));
+  }
+
+  absl::StatusOr<PortInfo> port =
+      SetUpPort(args.port, static_cast<uint16_t>(worker_lcores.size()), config->lb.mtu);
+  if (!port.ok()) {
+    rte_eal_cleanup();
+    return Fail(std::string(port.status().message()));
+  }
+  uint32_t num_workers = port->num_queues;
+
+  absl::StatusOr<std::unique_ptr<SnapshotPublisher>> publisher = SnapshotPublisher::Create(num_workers);
+  if (!publisher.ok()) return Fail(std::string(publisher.status().message()));
+  rte_ring* to_control = rte_ring_create("maglb_to_ctl", kControlRingSize, rte_socket_id(),
+                                         RING_F_SC_DEQ);
+  rte_ring* from_control = rte_ring_create("maglb_from_ctl", kControlRingSize, rte_socket_id(),
+                                           RING_F_SP_ENQ | RING_F_SC_DEQ);
+  if (to_control == nullptr || from_control == nullptr) {
+    return Fail(absl::StrFormat("cannot create control rings: %s", rte_strerror(rte_errno)));
+  }
+
+  std::vector<std::unique_ptr<Worker>> workers;
+  std::vector<std::unique_ptr<LoopCounters>> loop_counters;
+  std::vector<WorkerContext> contexts(num_workers);
+  std::atomic<bool> stop{false};
+  ControllerOptions copts;
+  copts.config_path = args.config_path;
+  copts.port = *port;
+  copts.publisher = publisher->get();
+  copts.to_control = to_control;
+  copts.from_control = from_control;
+  copts.signal_fd = signal_fd;
+  for (uint32_t i = 0; i < num_workers; ++i) {
+    workers.push_back(std::make_unique<Worker>(config->conntrack));
+    loop_counters.push_back(std::make_unique<LoopCounters>());
+    copts.workers.push_back(workers.back().get());
+    copts.loop_counters.push_back(loop_counters.back().get());
+  }
+  Controller controller(std::move(copts));
+  absl::Status started = controller.Start(*config);
+  if (!started.ok()) {
+    ShutDownPort(*port);
+    rte_eal_cleanup();
+    return Fail(std::string(started.message()));
+  }
+  RegisterTelemetry(&controller);
+
+  for (uint32_t i = 0; i < num_workers; ++i) {
+    WorkerContext& c = contexts[i];
+    c.index = i;
+    c.lcore = worker_lcores[i];
+    c.port_id = port->port_id;
+    c.queue = static_cast<uint16_t>(i);
+    c.worker = workers[i].get();
+    c.counters = loop_counters[i].get();
+    c.publisher = publisher->get();
+    c.pool = port->pool;
+    c.to_control = to_control;
+    c.from_control = i == 0 ? from_control : nullptr;
+    c.stop = &stop;
+    c.idle_sleep_us = args.idle_sleep_us;
+    int rc = rte_eal_remote_launch(WorkerMain, &c, c.lcore);
+    if (rc != 0) {
+      stop = true;
+      rte_eal_mp_wait_lcore();
+      return Fail(absl::StrFormat("cannot start worker on lcore %u: %s", c.lcore,
+                                  std::strerror(-rc)));
+    }
+  }
+
+  size_t backends = 0;
+  for (const VipConfig& v : config->vips) backends += v.backends.size();
+  std::vector<std::string> lcores_text;
+  for (uint32_t i = 0; i < num_workers; ++i) lcores_text.push_back(absl::StrCat(worker_lcores[i]));
+  std::string idle_lcores;
+  if (worker_lcores.size() > num_workers) {
+    idle_lcores = absl::StrFormat(" (%u lcores idle: the port has %u queue%s)",
+                                  worker_lcores.size() - num_workers, num_workers,
+                                  num_workers == 1 ? "" : "s");
+  }
+  LogLine(absl::StrFormat(
+      "started: port %u %s (%s) mac %s, %u queue pair%s (%s), %u worker%s on lcore%s %s%s; "
+      "config %s generation 1: %u VIPs, %u backends; addresses %s %s; telemetry %s/dpdk_telemetry.v2",
+      port->port_id, port->name, port->driver, port->mac.ToString(), port->num_queues,
+      port->num_queues == 1 ? "" : "s", port->distribution, num_workers, num_workers == 1 ? "" : "s",
+      num_workers == 1 ? "" : "s", absl::StrJoin(lcores_text, ","), idle_lcores, args.config_path,
+      config->vips.size(), backends, config->lb.ipv4 ? config->lb.ipv4->ToString() : "-",
+      config->lb.ipv6 ? config->lb.ipv6->ToString() : "-", rte_eal_get_runtime_dir()));
+
+  std::string why = controller.Run();
+  stop = true;
+  rte_eal_mp_wait_lcore();
+  uint64_t rx = 0, tx = 0;
+  for (const auto& w : workers) {
+    rx += w->counters().rx_packets.value();
+    tx += w->counters().tx_packets.value();
+  }
+  ShutDownPort(*port);
+  LogLine(absl::StrFormat("stopped on %s: %u packets received, %u sent", why, rx, tx));
+  workers.clear();
+  publisher->reset();
+  rte_ring_free(to_control);
+  rte_ring_free(from_control);
+  rte_eal_cleanup();
+  return kExitOk;
+}
+
+}  // namespace
+}  // namespace maglb
+
+int main(int argc, char** argv) { return maglb::Main(argc, argv); }

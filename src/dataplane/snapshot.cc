@@ -1,0 +1,52 @@
+#include "dataplane/snapshot.h"
+
+#include <rte_errno.h>
+#include <rte_malloc.h>
+#include <rte_rcu_qsbr.h>
+
+#include "absl/strings/str_format.h"
+
+namespace maglb {
+
+absl::StatusOr<std::unique_ptr<SnapshotPublisher>> SnapshotPublisher::Create(uint32_t num_readers) {
+  std::unique_ptr<SnapshotPublisher> p(new SnapshotPublisher());
+  size_t size = rte_rcu_qsbr_get_memsize(num_readers);
+  p->qsbr_ = static_cast<rte_rcu_qsbr*>(rte_zmalloc("maglb_rcu", size, RTE_CACHE_LINE_SIZE));
+  if (p->qsbr_ == nullptr) {
+    return absl::ResourceExhaustedError("cannot allocate the RCU state (EAL memory)");
+  }
+  if (rte_rcu_qsbr_init(p->qsbr_, num_readers) != 0) {
+    return absl::InternalError(
+        absl::StrFormat("rte_rcu_qsbr_init(%u) failed: %s", num_readers, rte_strerror(rte_errno)));
+  }
+  return p;
+}
+
+SnapshotPublisher::~SnapshotPublisher() {
+  delete current_.exchange(nullptr);
+  rte_free(qsbr_);
+}
+
+void SnapshotPublisher::ReaderOnline(uint32_t id) {
+  rte_rcu_qsbr_thread_register(qsbr_, id);
+  rte_rcu_qsbr_thread_online(qsbr_, id);
+}
+
+void SnapshotPublisher::ReaderOffline(uint32_t id) {
+  rte_rcu_qsbr_thread_offline(qsbr_, id);
+  rte_rcu_qsbr_thread_unregister(qsbr_, id);
+}
+
+void SnapshotPublisher::Quiescent(uint32_t id) { rte_rcu_qsbr_quiescent(qsbr_, id); }
+
+void SnapshotPublisher::Publish(std::unique_ptr<const LbState> next) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const LbState* old = current_.exchange(next.release(), std::memory_order_acq_rel);
+  if (old == nullptr) return;
+  // Every worker that could hold `old` passes a quiescent point within one
+  // loop iteration (a few microseconds), so this wait is short.
+  rte_rcu_qsbr_synchronize(qsbr_, RTE_QSBR_THRID_INVALID);
+  delete old;
+}
+
+}  // namespace maglb

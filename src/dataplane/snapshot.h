@@ -1,0 +1,56 @@
+// Publication of the configuration snapshot to the workers without locks:
+// one atomic pointer, and DPDK's QSBR RCU (rte_rcu_qsbr) to know when every
+// worker has moved past the old snapshot so that it can be freed.
+#ifndef MAGLB_DATAPLANE_SNAPSHOT_H_
+#define MAGLB_DATAPLANE_SNAPSHOT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "absl/status/statusor.h"
+#include "maglb/lb_state.h"
+
+struct rte_rcu_qsbr;
+
+namespace maglb {
+
+class SnapshotPublisher {
+ public:
+  /// `num_readers`: worker ids 0 .. num_readers-1.
+  static absl::StatusOr<std::unique_ptr<SnapshotPublisher>> Create(uint32_t num_readers);
+  ~SnapshotPublisher();
+  SnapshotPublisher(const SnapshotPublisher&) = delete;
+  SnapshotPublisher& operator=(const SnapshotPublisher&) = delete;
+
+  // --- Worker side (lock-free, no system calls) ---
+  /// Registers worker `id` and marks it online; call on the worker's lcore.
+  void ReaderOnline(uint32_t id);
+  /// Marks worker `id` offline (it holds no snapshot any more) and
+  /// unregisters it: the writer stops waiting for it.
+  void ReaderOffline(uint32_t id);
+  /// The current snapshot; valid until this worker's next Quiescent().
+  const LbState* Current() const { return current_.load(std::memory_order_acquire); }
+  /// Worker `id` holds no snapshot pointer from before this call.
+  void Quiescent(uint32_t id);
+
+  // --- Control side ---
+  /// Swaps in `next`, waits until every online worker has passed a quiescent
+  /// point, then frees the old snapshot. Takes mutex() while swapping and
+  /// freeing, so telemetry readers holding mutex() see a live snapshot.
+  void Publish(std::unique_ptr<const LbState> next);
+  /// Serialises control-side readers (telemetry) against Publish().
+  std::mutex& mutex() { return mu_; }
+
+ private:
+  SnapshotPublisher() = default;
+
+  std::atomic<const LbState*> current_{nullptr};
+  rte_rcu_qsbr* qsbr_ = nullptr;
+  std::mutex mu_;
+};
+
+}  // namespace maglb
+
+#endif  // MAGLB_DATAPLANE_SNAPSHOT_H_

@@ -1,0 +1,57 @@
+// The loop each worker lcore runs: RX burst -> Worker::ProcessBurst (the
+// DPDK-free pipeline) -> TX burst, on the worker's own queue pair. No locks,
+// no allocation outside DPDK's per-lcore mempool cache, no system calls
+// (unless --idle-sleep-us asks the loop to sleep when its queue is empty).
+#ifndef MAGLB_DATAPLANE_WORKER_LOOP_H_
+#define MAGLB_DATAPLANE_WORKER_LOOP_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "dataplane/snapshot.h"
+#include "maglb/pipeline.h"
+
+struct rte_mempool;
+struct rte_ring;
+
+namespace maglb {
+
+inline constexpr uint16_t kRxBurst = 32;
+/// Frames copied for the control thread are cut to this many bytes: ARP and
+/// neighbour discovery fit.
+inline constexpr uint16_t kControlCopyBytes = 256;
+
+/// Counters of the loop around the pipeline (the pipeline counts the rest).
+struct alignas(64) LoopCounters {
+  Counter tx_full;          ///< frames the TX queue refused (freed)
+  Counter rx_multiseg;      ///< multi-segment frames (jumbo/LRO): dropped
+  Counter to_control;       ///< ARP / ND frames copied to the control thread
+  Counter control_full;     ///< ... that found the control ring full
+  Counter control_sent;     ///< frames the control thread asked us to send
+  Counter extra_alloc_fail; ///< fragments lost for want of a buffer
+};
+
+struct WorkerContext {
+  uint32_t index = 0;   ///< worker number, also its RCU reader id
+  unsigned lcore = 0;
+  uint16_t port_id = 0;
+  uint16_t queue = 0;
+  Worker* worker = nullptr;
+  LoopCounters* counters = nullptr;
+  SnapshotPublisher* publisher = nullptr;
+  rte_mempool* pool = nullptr;
+  rte_ring* to_control = nullptr;    ///< multi-producer, single-consumer
+  rte_ring* from_control = nullptr;  ///< drained by worker 0 only (else null)
+  const std::atomic<bool>* stop = nullptr;
+  uint32_t idle_sleep_us = 0;  ///< 0: poll without pause (production)
+};
+
+/// rte_eal_remote_launch entry point; `arg` is a WorkerContext*.
+int WorkerMain(void* arg);
+
+/// Monotonic nanoseconds from the TSC (no system call).
+uint64_t NowNs();
+
+}  // namespace maglb
+
+#endif  // MAGLB_DATAPLANE_WORKER_LOOP_H_
