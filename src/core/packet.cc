@@ -1,0 +1,453 @@
+#include "maglb/packet.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "maglb/checksum.h"
+#include "wire.h"
+
+namespace maglb {
+namespace {
+
+using wire::Load16;
+using wire::Load32;
+
+constexpr std::string_view kDropReasonNames[] = {
+#define MAGLB_DROP_NAME(name, str) str,
+    MAGLB_FOREACH_DROP_REASON(MAGLB_DROP_NAME)
+#undef MAGLB_DROP_NAME
+};
+static_assert(std::size(kDropReasonNames) == kNumDropReasons);
+
+constexpr uint8_t kIpv6HopByHop = 0;
+constexpr uint8_t kIpv6Routing = 43;
+constexpr uint8_t kIpv6Fragment = 44;
+constexpr uint8_t kIpv6DestOpts = 60;
+
+// Not placement-deciding (it only finds a VIP), so any good mix will do.
+uint32_t AddressHash(const uint8_t* addr, bool is_v6) {
+  uint64_t lo;
+  uint64_t hi;
+  std::memcpy(&lo, addr, 8);
+  std::memcpy(&hi, addr + 8, 8);
+  uint64_t h = lo * 0x9E3779B97F4A7C15ULL ^ hi * 0xC2B2AE3D27D4EB4FULL ^ (is_v6 ? 0x165667B19E3779F9ULL : 0);
+  h ^= h >> 31;
+  h *= 0xD6E8FEB86659FD93ULL;
+  h ^= h >> 32;
+  return static_cast<uint32_t>(h);
+}
+
+// What the IPv4/IPv6 header parser found; offsets into the frame.
+struct IpInfo {
+  size_t l4 = 0;      // L4 header offset; 0 for a later fragment
+  size_t end = 0;     // end of the IP packet's bytes present in the buffer
+  size_t ip_len = 0;  // length from the header
+  const uint8_t* src = nullptr;
+  const uint8_t* dst = nullptr;
+  uint8_t proto = 0;  // for fragments: the protocol every fragment shows
+  uint8_t ttl = 0;
+  bool df = false;
+  bool frag = false;
+  bool first = false;
+  uint32_t id = 0;
+};
+
+// `limit`: end of the bytes available. `embedded`: the packet quoted in an
+// ICMP error, which is truncated, so its length field is not checked against
+// `limit`.
+bool ParseIpv4(const uint8_t* d, size_t off, size_t limit, bool embedded, IpInfo* ip,
+               DropReason* why) {
+  if (limit < off + 20) return *why = DropReason::kTooShort, false;
+  const uint8_t* h = d + off;
+  if ((h[0] >> 4) != 4) return *why = DropReason::kBadIpVersion, false;
+  const size_t ihl = size_t{h[0] & 0x0Fu} * 4;
+  if (ihl < 20) return *why = DropReason::kBadIhl, false;
+  if (limit < off + ihl) return *why = DropReason::kTooShort, false;
+  const size_t total = Load16(h + 2);
+  if (total < ihl) return *why = DropReason::kBadIpLength, false;
+  if (!embedded && limit < off + total) return *why = DropReason::kBadIpLength, false;
+  const uint16_t frag = Load16(h + 6);
+  const size_t frag_offset = size_t{frag & 0x1FFFu} * 8;
+  // A datagram ends at 65535 bytes; a fragment reaching past that is the
+  // "ping of death".
+  if (frag_offset + (total - ihl) > 65535) return *why = DropReason::kBadFragment, false;
+  ip->ip_len = total;
+  ip->end = std::min(limit, off + total);
+  ip->src = h + 12;
+  ip->dst = h + 16;
+  ip->proto = h[9];
+  ip->ttl = h[8];
+  ip->df = (frag & 0x4000) != 0;
+  ip->frag = (frag & 0x3FFF) != 0;  // MF or an offset
+  ip->first = ip->frag && frag_offset == 0;
+  ip->id = Load16(h + 4);
+  ip->l4 = (ip->frag && !ip->first) ? 0 : off + ihl;
+  return true;
+}
+
+bool ParseIpv6(const uint8_t* d, size_t off, size_t limit, bool embedded, IpInfo* ip,
+               DropReason* why) {
+  if (limit < off + 40) return *why = DropReason::kTooShort, false;
+  const uint8_t* h = d + off;
+  if ((h[0] >> 4) != 6) return *why = DropReason::kBadIpVersion, false;
+  const size_t total = 40 + size_t{Load16(h + 4)};
+  if (!embedded && limit < off + total) return *why = DropReason::kBadIpLength, false;
+  ip->ip_len = total;
+  ip->end = std::min(limit, off + total);
+  ip->src = h + 8;
+  ip->dst = h + 24;
+  ip->ttl = h[7];
+  ip->df = true;
+  const size_t end = ip->end;
+  uint8_t nh = h[6];
+  size_t pos = off + 40;
+  // Bounded walk: at most kMaxIpv6ExtHeaders headers, each at least 8 bytes.
+  for (int i = 0;; ++i) {
+    if (nh != kIpv6HopByHop && nh != kIpv6Routing && nh != kIpv6DestOpts && nh != kIpv6Fragment) {
+      ip->proto = ip->frag ? ip->proto : nh;
+      ip->l4 = pos;
+      return true;
+    }
+    if (i == kMaxIpv6ExtHeaders) return *why = DropReason::kBadIp6ExtChain, false;
+    // Hop-by-hop options must come first (RFC 8200 4.1).
+    if (nh == kIpv6HopByHop && i != 0) return *why = DropReason::kBadIp6ExtChain, false;
+    if (end < pos + 8) return *why = DropReason::kBadIp6ExtChain, false;
+    if (nh == kIpv6Fragment) {
+      const uint16_t fo = Load16(d + pos + 2);
+      const size_t frag_offset = size_t{fo & 0xFFF8u};
+      const bool more = (fo & 1) != 0;
+      const uint8_t next = d[pos];
+      pos += 8;
+      if (frag_offset == 0 && !more) {  // atomic fragment: no fragment at all
+        nh = next;
+        continue;
+      }
+      if (ip->frag) return *why = DropReason::kBadIp6ExtChain, false;  // two fragment headers
+      if (frag_offset + (ip->end - pos) > 65535) return *why = DropReason::kBadFragment, false;
+      ip->frag = true;
+      ip->first = frag_offset == 0;
+      ip->id = Load32(d + pos - 4);
+      ip->proto = next;  // what every fragment of the datagram shows
+      if (!ip->first) {
+        ip->l4 = 0;
+        return true;
+      }
+      nh = next;  // the first fragment goes on to its L4 header
+      continue;
+    }
+    const size_t len = (size_t{d[pos + 1]} + 1) * 8;
+    if (end < pos + len) return *why = DropReason::kBadIp6ExtChain, false;
+    nh = d[pos];
+    pos += len;
+  }
+}
+
+bool SameAddress(const uint8_t* a, const std::optional<IpAddress>& b, bool is_v6) {
+  return b.has_value() && b->is_v6 == is_v6 && std::memcmp(a, b->bytes.data(), is_v6 ? 16 : 4) == 0;
+}
+
+// ICMPv4 (IPv4) / ICMPv6 (IPv6, with the pseudo-header) checksum over
+// [l4, end) verifies.
+bool IcmpChecksumOk(const uint8_t* d, const IpInfo& ip, bool is_v6) {
+  const size_t len = ip.end - ip.l4;
+  uint32_t sum = is_v6 ? Ipv6PseudoHeaderSum(ip.src, ip.dst, static_cast<uint32_t>(len), kIpProtoIcmpv6) : 0;
+  return ChecksumFinish(ChecksumPartial(d + ip.l4, len, sum)) == 0;
+}
+
+bool IsIcmpErrorType(uint8_t type, bool is_v6) {
+  return is_v6 ? (type >= 1 && type <= 4) : (type == 3 || type == 11 || type == 12);
+}
+
+Verdict ClassifyArp(const uint8_t* d, size_t n, const LocalAddresses& local, ParsedPacket* p) {
+  const size_t off = p->l3_offset;
+  if (n < off + 28) return Verdict::Drop(DropReason::kTooShort);
+  const uint8_t* a = d + off;
+  const uint16_t op = Load16(a + 6);
+  if (Load16(a) != 1 || Load16(a + 2) != kEtherTypeIpv4 || a[4] != 6 || a[5] != 4 ||
+      (op != 1 && op != 2)) {
+    return Verdict::Drop(DropReason::kBadArp);
+  }
+  p->arp_op = op;
+  if (!SameAddress(a + 24, local.v4, false)) return Verdict::Drop(DropReason::kNotForUs);
+  return Verdict::Local(Action::kLocalArp);
+}
+
+Verdict ClassifyNd(const uint8_t* d, const IpInfo& ip, const LocalAddresses& local, ParsedPacket* p) {
+  // RFC 4861 7.1.1: hop limit 255 proves the sender is on-link.
+  if (ip.ttl != 255 || p->icmp_code != 0 || ip.end < ip.l4 + 24) {
+    return Verdict::Drop(DropReason::kBadNd);
+  }
+  if (!IcmpChecksumOk(d, ip, true)) return Verdict::Drop(DropReason::kBadChecksum);
+  if (p->icmp_type == 135) {
+    if (!SameAddress(d + ip.l4 + 8, local.v6, true)) return Verdict::Drop(DropReason::kNotForUs);
+    return Verdict::Local(Action::kLocalNd);
+  }
+  // Advertisements: to us or to a multicast group, so the data plane can
+  // learn neighbours (the gateway) from them.
+  if (local.v6.has_value() && (ip.dst[0] == 0xFF || SameAddress(ip.dst, local.v6, true))) {
+    return Verdict::Local(Action::kLocalNd);
+  }
+  return Verdict::Drop(DropReason::kNotForUs);
+}
+
+// An ICMP error to a VIP: key it by the quoted packet, reversed.
+Verdict ClassifyIcmpError(const uint8_t* d, const IpInfo& ip, bool is_v6, const VipMatcher& vips,
+                          ParsedPacket* p) {
+  const size_t e = ip.l4 + 8;  // the quoted packet
+  IpInfo q;
+  DropReason ignored;
+  const bool ok = is_v6 ? ParseIpv6(d, e, ip.end, true, &q, &ignored)
+                        : ParseIpv4(d, e, ip.end, true, &q, &ignored);
+  if (!ok) return Verdict::Drop(DropReason::kBadIcmpError);
+  const size_t alen = is_v6 ? 16 : 4;
+  // The quoted packet was sent from the VIP (direct server return), and the
+  // error went back to its source.
+  if (std::memcmp(q.src, ip.dst, alen) != 0) return Verdict::Drop(DropReason::kBadIcmpError);
+  if (q.proto != kIpProtoTcp && q.proto != kIpProtoUdp) return Verdict::Drop(DropReason::kBadIcmpError);
+  FlowKey& k = p->flow;
+  k = FlowKey{};
+  std::memcpy(k.src.data(), q.dst, alen);
+  std::memcpy(k.dst.data(), q.src, alen);
+  k.protocol = q.proto;
+  k.is_v6 = is_v6;
+  uint16_t index;
+  if (q.l4 == 0) {
+    // A later fragment quotes no ports: best effort with the 3-tuple.
+    bool ambiguous = false;
+    index = vips.MatchAnyPort(k.dst.data(), is_v6, k.protocol, &ambiguous);
+  } else {
+    if (ip.end < q.l4 + 4) return Verdict::Drop(DropReason::kBadIcmpError);
+    k.src_port = Load16(d + q.l4 + 2);
+    k.dst_port = Load16(d + q.l4);
+    index = vips.Match(k.dst.data(), is_v6, k.protocol, k.dst_port);
+  }
+  if (index == VipMatcher::kNone) return Verdict::Drop(DropReason::kVipNoService);
+  p->is_icmp_error = true;
+  return Verdict::ToVip(index);
+}
+
+}  // namespace
+
+std::string_view DropReasonName(DropReason r) {
+  const size_t i = static_cast<size_t>(r);
+  return i < kNumDropReasons ? kDropReasonNames[i] : std::string_view("unknown");
+}
+
+// ---------------------------------------------------------------- VipMatcher
+
+VipMatcher::VipMatcher(const std::vector<VipConfig>& vips) {
+  for (size_t i = 0; i < vips.size(); ++i) {
+    specs_.push_back({vips[i].address, static_cast<uint8_t>(vips[i].protocol), vips[i].port,
+                      static_cast<uint16_t>(i)});
+  }
+  Rebuild();
+}
+
+void VipMatcher::Add(const IpAddress& address, uint8_t protocol, uint16_t port, uint16_t index) {
+  specs_.push_back({address, protocol, port, index});
+  Rebuild();
+}
+
+void VipMatcher::Rebuild() {
+  struct Pending {
+    Group group;
+    std::vector<PortEntry> ports;
+  };
+  std::vector<Pending> pending;
+  for (const Spec& s : specs_) {
+    IpAddress a = s.address;
+    if (!a.is_v6) std::fill(a.bytes.begin() + 4, a.bytes.end(), 0);
+    auto it = std::find_if(pending.begin(), pending.end(), [&](const Pending& g) {
+      return g.group.addr == a.bytes && g.group.is_v6 == a.is_v6 && g.group.protocol == s.protocol;
+    });
+    if (it == pending.end()) {
+      Pending g;
+      g.group.addr = a.bytes;
+      g.group.is_v6 = a.is_v6;
+      g.group.protocol = s.protocol;
+      g.group.used = 1;
+      pending.push_back(g);
+      it = pending.end() - 1;
+    }
+    if (s.port == 0) {
+      if (it->group.wildcard == kNone) it->group.wildcard = s.index;
+    } else if (std::none_of(it->ports.begin(), it->ports.end(),
+                            [&](const PortEntry& e) { return e.port == s.port; })) {
+      it->ports.push_back({s.port, s.index});
+    }
+  }
+  uint32_t capacity = 4;
+  while (capacity < 2 * pending.size()) capacity *= 2;
+  groups_.assign(capacity, Group{});
+  ports_.clear();
+  mask_ = capacity - 1;
+  num_wildcards_ = 0;
+  for (Pending& g : pending) {
+    g.group.first_port = static_cast<uint16_t>(ports_.size());
+    g.group.num_ports = static_cast<uint16_t>(g.ports.size());
+    ports_.insert(ports_.end(), g.ports.begin(), g.ports.end());
+    if (g.group.wildcard != kNone) ++num_wildcards_;
+    uint32_t i = AddressHash(g.group.addr.data(), g.group.is_v6) & mask_;
+    while (groups_[i].used) i = (i + 1) & mask_;
+    groups_[i] = g.group;
+  }
+}
+
+const VipMatcher::Group* VipMatcher::FindGroup(const uint8_t* addr, bool is_v6,
+                                               uint8_t protocol) const {
+  if (groups_.empty()) return nullptr;
+  // The table is at most half full: the probe meets an empty slot.
+  for (uint32_t i = AddressHash(addr, is_v6) & mask_;; i = (i + 1) & mask_) {
+    const Group& g = groups_[i];
+    if (!g.used) return nullptr;
+    if (g.protocol == protocol && g.is_v6 == is_v6 && std::memcmp(g.addr.data(), addr, 16) == 0) {
+      return &g;
+    }
+  }
+}
+
+uint16_t VipMatcher::Match(const uint8_t* addr, bool is_v6, uint8_t protocol, uint16_t port) const {
+  const Group* g = FindGroup(addr, is_v6, protocol);
+  if (g == nullptr) return kNone;
+  const PortEntry* e = ports_.data() + g->first_port;
+  for (uint16_t i = 0; i < g->num_ports; ++i) {
+    if (e[i].port == port) return e[i].index;
+  }
+  return g->wildcard;
+}
+
+uint16_t VipMatcher::MatchAnyPort(const uint8_t* addr, bool is_v6, uint8_t protocol,
+                                  bool* ambiguous) const {
+  *ambiguous = false;
+  const Group* g = FindGroup(addr, is_v6, protocol);
+  if (g == nullptr) return kNone;
+  if (g->wildcard != kNone) return g->wildcard;
+  if (g->num_ports == 1) return ports_[g->first_port].index;
+  *ambiguous = g->num_ports > 1;
+  return kNone;
+}
+
+bool VipMatcher::IsVipAddress(const uint8_t* addr, bool is_v6) const {
+  if (groups_.empty()) return false;
+  // Groups of one address share the hash, so they lie on one probe run.
+  for (uint32_t i = AddressHash(addr, is_v6) & mask_;; i = (i + 1) & mask_) {
+    const Group& g = groups_[i];
+    if (!g.used) return false;
+    if (g.is_v6 == is_v6 && std::memcmp(g.addr.data(), addr, 16) == 0) return true;
+  }
+}
+
+// ------------------------------------------------------------------ Classify
+
+Verdict Classify(std::span<const uint8_t> frame, const VipMatcher& vips,
+                 const LocalAddresses& local, ParsedPacket* out) {
+  *out = ParsedPacket{};
+  ParsedPacket& p = *out;
+  const uint8_t* d = frame.data();
+  // No frame is longer than 64 KiB; ignoring bytes past it keeps every
+  // offset in ParsedPacket's 16 bits.
+  const size_t n = std::min<size_t>(frame.size(), 0xFFFF);
+  if (n < kEthernetHeaderLen) return Verdict::Drop(DropReason::kTooShort);
+
+  size_t off = 12;
+  uint16_t ethertype = Load16(d + off);
+  while (ethertype == kEtherTypeVlan || ethertype == kEtherTypeQinQ) {
+    if (p.vlan_count == kMaxVlanTags) return Verdict::Drop(DropReason::kTooManyVlans);
+    if (n < off + 6) return Verdict::Drop(DropReason::kTooShort);
+    p.vlan_tci[p.vlan_count++] = Load16(d + off + 2);
+    off += kVlanTagLen;
+    ethertype = Load16(d + off);
+  }
+  off += 2;
+  p.ethertype = ethertype;
+  p.l3_offset = static_cast<uint16_t>(off);
+
+  IpInfo ip;
+  DropReason why = DropReason::kTooShort;
+  bool is_v6;
+  if (ethertype == kEtherTypeIpv4) {
+    is_v6 = false;
+    if (!ParseIpv4(d, off, n, false, &ip, &why)) return Verdict::Drop(why);
+  } else if (ethertype == kEtherTypeIpv6) {
+    is_v6 = true;
+    if (!ParseIpv6(d, off, n, false, &ip, &why)) return Verdict::Drop(why);
+  } else if (ethertype == kEtherTypeArp) {
+    return ClassifyArp(d, n, local, &p);
+  } else {
+    return Verdict::Drop(DropReason::kBadEtherType);
+  }
+
+  const size_t alen = is_v6 ? 16 : 4;
+  p.ip_version = is_v6 ? 6 : 4;
+  p.l3_len = static_cast<uint16_t>(ip.ip_len);
+  p.l4_offset = static_cast<uint16_t>(ip.l4);
+  p.l4_protocol = ip.proto;
+  p.ttl = ip.ttl;
+  p.dont_fragment = ip.df;
+  p.is_fragment = ip.frag;
+  p.is_first_fragment = ip.first;
+  p.fragment_id = ip.id;
+  FlowKey& k = p.flow;
+  std::memcpy(k.src.data(), ip.src, alen);
+  std::memcpy(k.dst.data(), ip.dst, alen);
+  k.protocol = ip.proto;
+  k.is_v6 = is_v6;
+
+  if (ip.frag) {
+    // Fragment policy (packet.h): ports 0, VIP by address and protocol.
+    bool ambiguous = false;
+    const uint16_t index = vips.MatchAnyPort(k.dst.data(), is_v6, ip.proto, &ambiguous);
+    if (index != VipMatcher::kNone) return Verdict::ToVip(index);
+    if (ambiguous) return Verdict::Drop(DropReason::kFragmentAmbiguousVip);
+    if (vips.IsVipAddress(k.dst.data(), is_v6)) return Verdict::Drop(DropReason::kVipNoService);
+    if (SameAddress(ip.dst, is_v6 ? local.v6 : local.v4, is_v6)) {
+      return Verdict::Drop(DropReason::kLocalUnsupported);
+    }
+    return Verdict::Drop(DropReason::kNoVip);
+  }
+
+  const size_t l4 = ip.l4;
+  const uint8_t* h = d + l4;
+  if (ip.proto == kIpProtoTcp || ip.proto == kIpProtoUdp) {
+    if (ip.proto == kIpProtoTcp) {
+      if (ip.end < l4 + 20) return Verdict::Drop(DropReason::kTooShort);
+      const size_t data_offset = size_t{h[12]} >> 4 << 2;
+      if (data_offset < 20 || ip.end < l4 + data_offset) {
+        return Verdict::Drop(DropReason::kBadTcpOffset);
+      }
+      p.tcp_flags = h[13];
+    } else if (ip.end < l4 + 8) {
+      return Verdict::Drop(DropReason::kTooShort);
+    }
+    k.src_port = Load16(h);
+    k.dst_port = Load16(h + 2);
+    const uint16_t index = vips.Match(k.dst.data(), is_v6, ip.proto, k.dst_port);
+    if (index != VipMatcher::kNone) return Verdict::ToVip(index);
+  }
+
+  const bool to_local = SameAddress(ip.dst, is_v6 ? local.v6 : local.v4, is_v6);
+  if (ip.proto == (is_v6 ? kIpProtoIcmpv6 : kIpProtoIcmp)) {
+    if (ip.end < l4 + 4) return Verdict::Drop(DropReason::kTooShort);
+    p.icmp_type = h[0];
+    p.icmp_code = h[1];
+    if (is_v6 && (p.icmp_type == 135 || p.icmp_type == 136)) return ClassifyNd(d, ip, local, &p);
+    const bool to_vip = !to_local && vips.IsVipAddress(k.dst.data(), is_v6);
+    if (!to_local && !to_vip) return Verdict::Drop(DropReason::kNoVip);
+    if (p.icmp_type == (is_v6 ? 128 : 8) && p.icmp_code == 0) {
+      if (ip.end < l4 + 8) return Verdict::Drop(DropReason::kTooShort);
+      if (!IcmpChecksumOk(d, ip, is_v6)) return Verdict::Drop(DropReason::kBadChecksum);
+      k.src_port = Load16(h + 4);  // the echo identifier stands in the source port
+      return Verdict::Local(Action::kLocalEcho);
+    }
+    if (to_vip && IsIcmpErrorType(p.icmp_type, is_v6)) {
+      if (ip.end < l4 + 8) return Verdict::Drop(DropReason::kBadIcmpError);
+      return ClassifyIcmpError(d, ip, is_v6, vips, &p);
+    }
+    return Verdict::Drop(to_local ? DropReason::kLocalUnsupported : DropReason::kVipIcmpUnsupported);
+  }
+  if (to_local) return Verdict::Drop(DropReason::kLocalUnsupported);
+  if (vips.IsVipAddress(k.dst.data(), is_v6)) return Verdict::Drop(DropReason::kVipNoService);
+  return Verdict::Drop(DropReason::kNoVip);
+}
+
+}  // namespace maglb

@@ -1,0 +1,583 @@
+// Parse and classify: every header combination, every drop reason Classify()
+// can give, ICMP error routing, the fragment policy, and no read past a
+// truncated frame (run under ASan in the fuzz build as well).
+#include "maglb/packet.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <set>
+#include <string>
+
+#include "packet_builder.h"
+
+namespace maglb {
+namespace {
+
+using testing::Bytes;
+using testing::Echo;
+using testing::Eth;
+using testing::Ext6;
+using testing::Frame;
+using testing::Frame4;
+using testing::Frame6;
+using testing::Icmp;
+using testing::Ip;
+using testing::Ip4;
+using testing::Ip6;
+using testing::Mac;
+using testing::Tcp;
+using testing::Udp;
+
+constexpr uint8_t kSyn = 0x02;
+constexpr uint8_t kAck = 0x10;
+
+VipConfig Vip(const char* addr, Protocol proto, uint16_t port) {
+  VipConfig v;
+  v.name = std::string(addr) + "/" + std::to_string(port);
+  v.address = Ip(addr);
+  v.protocol = proto;
+  v.port = port;
+  return v;
+}
+
+class ClassifyTest : public ::testing::Test {
+ protected:
+  ClassifyTest()
+      : vips_({
+            Vip("10.0.0.1", Protocol::kTcp, 80),      // 0
+            Vip("10.0.0.1", Protocol::kTcp, 0),       // 1: every other TCP port
+            Vip("10.0.0.1", Protocol::kUdp, 53),      // 2: the only UDP VIP there
+            Vip("2001:db8::1", Protocol::kTcp, 443),  // 3
+            Vip("2001:db8::1", Protocol::kUdp, 0),    // 4
+            Vip("10.0.0.2", Protocol::kTcp, 80),      // 5: two ports, no wildcard
+            Vip("10.0.0.2", Protocol::kTcp, 443),     // 6
+            Vip("2001:db8::2", Protocol::kUdp, 500),  // 7
+            Vip("2001:db8::2", Protocol::kUdp, 4500), // 8
+        }) {
+    local_.v4 = Ip("192.0.2.10");
+    local_.v6 = Ip("2001:db8:ff::10");
+  }
+
+  Verdict Run(const Bytes& frame) {
+    // An exact-size copy, so that ASan sees any read past the end.
+    std::vector<uint8_t> copy(frame);
+    return Classify(copy, vips_, local_, &p_);
+  }
+
+  void ExpectDrop(const Bytes& frame, DropReason want) {
+    const Verdict v = Run(frame);
+    EXPECT_EQ(v.action, Action::kDrop);
+    EXPECT_EQ(DropReasonName(v.reason), DropReasonName(want));
+  }
+
+  static FlowKey Key(const char* src, const char* dst, uint8_t proto, uint16_t sport, uint16_t dport) {
+    FlowKey k;
+    IpAddress s = Ip(src);
+    IpAddress d = Ip(dst);
+    k.src = s.bytes;
+    k.dst = d.bytes;
+    k.src_port = sport;
+    k.dst_port = dport;
+    k.protocol = proto;
+    k.is_v6 = s.is_v6;
+    return k;
+  }
+
+  VipMatcher vips_;
+  LocalAddresses local_;
+  ParsedPacket p_;
+};
+
+// ------------------------------------------------------------ drop reasons
+
+TEST(DropReasonTest, NamesAreUniqueSnakeCaseAndStable) {
+  std::set<std::string> seen;
+  for (size_t i = 0; i < kNumDropReasons; ++i) {
+    const std::string name(DropReasonName(static_cast<DropReason>(i)));
+    ASSERT_FALSE(name.empty());
+    for (char c : name) EXPECT_TRUE((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_') << name;
+    EXPECT_TRUE(seen.insert(name).second) << "duplicate " << name;
+  }
+  EXPECT_EQ(DropReasonName(DropReason::kBadIhl), "bad_ihl");
+  EXPECT_EQ(DropReasonName(DropReason::kNoBackend), "no_backend");
+  EXPECT_EQ(DropReasonName(static_cast<DropReason>(kNumDropReasons)), "unknown");
+}
+
+// -------------------------------------------------------------- VipMatcher
+
+TEST_F(ClassifyTest, SpecificPortWinsOverWildcard) {
+  const IpAddress a = Ip("10.0.0.1");
+  EXPECT_EQ(vips_.Match(a.bytes.data(), false, 6, 80), 0);
+  EXPECT_EQ(vips_.Match(a.bytes.data(), false, 6, 8080), 1);
+  EXPECT_EQ(vips_.Match(a.bytes.data(), false, 17, 53), 2);
+  EXPECT_EQ(vips_.Match(a.bytes.data(), false, 17, 54), VipMatcher::kNone);
+  EXPECT_EQ(vips_.Match(a.bytes.data(), true, 6, 80), VipMatcher::kNone);  // v6 ::0a00:0001? no
+  const IpAddress b = Ip("10.0.0.3");
+  EXPECT_EQ(vips_.Match(b.bytes.data(), false, 6, 80), VipMatcher::kNone);
+  EXPECT_TRUE(vips_.IsVipAddress(a.bytes.data(), false));
+  EXPECT_FALSE(vips_.IsVipAddress(b.bytes.data(), false));
+  EXPECT_EQ(vips_.size(), 9u);
+}
+
+TEST_F(ClassifyTest, MatchAnyPort) {
+  bool ambiguous = true;
+  EXPECT_EQ(vips_.MatchAnyPort(Ip("10.0.0.1").bytes.data(), false, 6, &ambiguous), 1);
+  EXPECT_FALSE(ambiguous);
+  EXPECT_EQ(vips_.MatchAnyPort(Ip("10.0.0.1").bytes.data(), false, 17, &ambiguous), 2);
+  EXPECT_FALSE(ambiguous);
+  EXPECT_EQ(vips_.MatchAnyPort(Ip("10.0.0.2").bytes.data(), false, 6, &ambiguous), VipMatcher::kNone);
+  EXPECT_TRUE(ambiguous);
+  EXPECT_EQ(vips_.MatchAnyPort(Ip("10.0.0.2").bytes.data(), false, 17, &ambiguous), VipMatcher::kNone);
+  EXPECT_FALSE(ambiguous);
+}
+
+TEST(VipMatcherTest, ManyVipsAllFoundAndNothingElse) {
+  std::vector<VipConfig> vips;
+  for (int i = 0; i < 3000; ++i) {
+    VipConfig v;
+    v.address = (i % 2) ? IpAddress::V4(10, static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(i), 1)
+                        : *IpAddress::Parse("2001:db8::" + std::to_string(i));
+    v.protocol = (i % 3) ? Protocol::kTcp : Protocol::kUdp;
+    v.port = static_cast<uint16_t>(i % 5 == 0 ? 0 : 1000 + i);
+    vips.push_back(v);
+  }
+  VipMatcher m(vips);
+  for (int i = 0; i < 3000; ++i) {
+    const VipConfig& v = vips[i];
+    const uint8_t proto = static_cast<uint8_t>(v.protocol);
+    EXPECT_EQ(m.Match(v.address.bytes.data(), v.address.is_v6, proto, v.port == 0 ? 7 : v.port), i);
+    EXPECT_EQ(m.Match(v.address.bytes.data(), v.address.is_v6, proto == 6 ? 17 : 6, v.port), VipMatcher::kNone);
+    if (v.port != 0) {
+      EXPECT_EQ(m.Match(v.address.bytes.data(), v.address.is_v6, proto, 7), VipMatcher::kNone);
+    }
+  }
+  const IpAddress other = Ip("10.200.200.1");
+  EXPECT_FALSE(m.IsVipAddress(other.bytes.data(), false));
+}
+
+TEST(VipMatcherTest, EmptyMatchesNothing) {
+  VipMatcher m;
+  const IpAddress a = Ip("10.0.0.1");
+  EXPECT_EQ(m.Match(a.bytes.data(), false, 6, 80), VipMatcher::kNone);
+  EXPECT_FALSE(m.IsVipAddress(a.bytes.data(), false));
+  bool amb;
+  EXPECT_EQ(m.MatchAnyPort(a.bytes.data(), false, 6, &amb), VipMatcher::kNone);
+  m.Add(a, 6, 0, 42);
+  EXPECT_EQ(m.Match(a.bytes.data(), false, 6, 80), 42);
+}
+
+// ---------------------------------------------------- header combinations
+
+struct Combo {
+  int vlans;           // 0, 1, 2 (802.1ad outer + 802.1Q inner)
+  int l3;              // see kL3Names
+  bool udp;
+};
+constexpr const char* kL3Names[] = {"ipv4", "ipv4_options", "ipv6", "ipv6_hbh", "ipv6_routing",
+                                    "ipv6_dstopts", "ipv6_atomic_frag", "ipv6_chain"};
+
+class HeaderComboTest : public ClassifyTest, public ::testing::WithParamInterface<Combo> {};
+
+TEST_P(HeaderComboTest, ParsesToVipWithFlowAndOffsets) {
+  const Combo c = GetParam();
+  Eth eth;
+  if (c.vlans >= 1) eth.vlans.push_back(0x0064);
+  if (c.vlans >= 2) {
+    eth.vlans.push_back(0x2123);
+    eth.qinq = true;
+  }
+  const uint8_t proto = c.udp ? 17 : 6;
+  const bool v6 = c.l3 >= 2;
+  const char* client = v6 ? "2001:db8:c::7" : "198.51.100.7";
+  const char* vip = v6 ? "2001:db8::1" : "10.0.0.1";
+  const uint16_t dport = c.udp ? 53 : (v6 ? 443 : 80);
+  const Bytes l4 = c.udp ? Udp(40000, dport, 10) : Tcp(40000, dport, kSyn | kAck, 10);
+  Bytes frame;
+  size_t l3_hdr = 0;  // IP header + extension headers
+  if (!v6) {
+    Ip4 h{.src = Ip(client), .dst = Ip(vip), .proto = proto};
+    if (c.l3 == 1) h.options = {0x94, 0x04, 0x00, 0x00, 0x01, 0x01, 0x01, 0x00};  // router alert, NOPs, EOL
+    l3_hdr = 20 + h.options.size();
+    frame = Frame4(h, l4, eth);
+  } else {
+    Ip6 h{.src = Ip(client), .dst = Ip(vip), .proto = proto};
+    switch (c.l3) {
+      case 3: h.ext = {Ext6{.type = 0}}; break;
+      case 4: h.ext = {Ext6{.type = 43, .len = 24}}; break;
+      case 5: h.ext = {Ext6{.type = 60, .len = 16}}; break;
+      case 6: h.ext = {Ext6{.type = 44}}; break;  // offset 0, M clear
+      case 7: h.ext = {Ext6{.type = 0}, Ext6{.type = 60}, Ext6{.type = 43}, Ext6{.type = 44}, Ext6{.type = 60}}; break;
+      default: break;
+    }
+    l3_hdr = 40;
+    for (const Ext6& e : h.ext) l3_hdr += e.len;
+    frame = Frame6(h, l4, eth);
+  }
+  const Verdict v = Run(frame);
+  ASSERT_EQ(v.action, Action::kToVip) << DropReasonName(v.reason);
+  EXPECT_EQ(v.vip_index, c.udp ? (v6 ? 4 : 2) : (v6 ? 3 : 0));
+  EXPECT_EQ(p_.flow, Key(client, vip, proto, 40000, dport));
+  EXPECT_EQ(p_.vlan_count, c.vlans);
+  if (c.vlans >= 1) {
+    EXPECT_EQ(p_.vlan_tci[0], 0x0064);
+  }
+  if (c.vlans >= 2) {
+    EXPECT_EQ(p_.vlan_tci[1], 0x2123);
+  }
+  EXPECT_EQ(p_.l3_offset, 14 + 4 * c.vlans);
+  EXPECT_EQ(p_.l4_offset, p_.l3_offset + l3_hdr);
+  EXPECT_EQ(p_.l3_len, l3_hdr + l4.size());
+  EXPECT_EQ(p_.ethertype, v6 ? kEtherTypeIpv6 : kEtherTypeIpv4);
+  EXPECT_EQ(p_.ip_version, v6 ? 6 : 4);
+  EXPECT_EQ(p_.l4_protocol, proto);
+  EXPECT_EQ(p_.tcp_flags, c.udp ? 0 : (kSyn | kAck));
+  EXPECT_EQ(p_.ttl, 64);
+  EXPECT_FALSE(p_.is_fragment);
+  EXPECT_FALSE(p_.is_icmp_error);
+}
+
+std::vector<Combo> AllCombos() {
+  std::vector<Combo> out;
+  for (int vlans = 0; vlans <= 2; ++vlans) {
+    for (int l3 = 0; l3 < 8; ++l3) {
+      for (bool udp : {false, true}) out.push_back({vlans, l3, udp});
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, HeaderComboTest, ::testing::ValuesIn(AllCombos()),
+                         [](const ::testing::TestParamInfo<Combo>& i) {
+                           return std::string(kL3Names[i.param.l3]) + "_" + (i.param.udp ? "udp" : "tcp") +
+                                  "_vlan" + std::to_string(i.param.vlans);
+                         });
+
+TEST_F(ClassifyTest, TcpWithOptionsUsesDataOffset) {
+  const Verdict v = Run(Frame4({.src = Ip("198.51.100.7"), .dst = Ip("10.0.0.1")}, Tcp(1, 80, kSyn, 4, 15)));
+  ASSERT_EQ(v.action, Action::kToVip);
+  EXPECT_EQ(p_.tcp_flags, kSyn);
+}
+
+TEST_F(ClassifyTest, EthernetPaddingIsNotPartOfThePacket) {
+  // 20 + 8 bytes of IP: the frame is padded to 60 bytes.
+  const Bytes f = Frame4({.src = Ip("198.51.100.7"), .dst = Ip("10.0.0.1"), .proto = 17}, Udp(5, 53));
+  ASSERT_EQ(f.size(), 60u);
+  ASSERT_EQ(Run(f).action, Action::kToVip);
+  EXPECT_EQ(p_.l3_len, 28);
+}
+
+// ----------------------------------------------------------- local traffic
+
+TEST_F(ClassifyTest, EchoToUsAndToVipIsLocal) {
+  EXPECT_EQ(Run(Frame4({.src = Ip("198.51.100.7"), .dst = Ip("192.0.2.10"), .proto = 1}, Echo(false, 7, 1)))
+                .action,
+            Action::kLocalEcho);
+  EXPECT_EQ(p_.flow.src_port, 7);  // identifier
+  EXPECT_EQ(p_.icmp_type, 8);
+  EXPECT_EQ(Run(Frame4({.src = Ip("198.51.100.7"), .dst = Ip("10.0.0.2"), .proto = 1}, Echo(false, 7, 1))).action,
+            Action::kLocalEcho);
+  EXPECT_EQ(Run(Frame6({.src = Ip("2001:db8:c::7"), .dst = Ip("2001:db8:ff::10"), .proto = 58}, Echo(true, 9, 1)))
+                .action,
+            Action::kLocalEcho);
+  EXPECT_EQ(Run(Frame6({.src = Ip("2001:db8:c::7"), .dst = Ip("2001:db8::1"), .proto = 58}, Echo(true, 9, 1)))
+                .action,
+            Action::kLocalEcho);
+  EXPECT_EQ(p_.icmp_type, 128);
+}
+
+TEST_F(ClassifyTest, Arp) {
+  const MacAddress peer = Mac("02:aa:00:00:00:01");
+  Bytes req = Frame({}, kEtherTypeArp, testing::Arp(1, peer, Ip("192.0.2.1"), {}, Ip("192.0.2.10")));
+  EXPECT_EQ(Run(req).action, Action::kLocalArp);
+  EXPECT_EQ(p_.arp_op, 1);
+  EXPECT_EQ(p_.ip_version, 0);
+  EXPECT_EQ(Run(Frame({}, kEtherTypeArp, testing::Arp(2, peer, Ip("192.0.2.1"), {}, Ip("192.0.2.10")))).action,
+            Action::kLocalArp);
+  EXPECT_EQ(p_.arp_op, 2);
+  ExpectDrop(Frame({}, kEtherTypeArp, testing::Arp(1, peer, Ip("192.0.2.1"), {}, Ip("192.0.2.11"))),
+             DropReason::kNotForUs);
+  ExpectDrop(Frame({}, kEtherTypeArp, testing::Arp(3, peer, Ip("192.0.2.1"), {}, Ip("192.0.2.10"))),
+             DropReason::kBadArp);
+  Bytes bad_hlen = testing::Arp(1, peer, Ip("192.0.2.1"), {}, Ip("192.0.2.10"));
+  bad_hlen[4] = 8;
+  ExpectDrop(Frame({}, kEtherTypeArp, bad_hlen), DropReason::kBadArp);
+  ExpectDrop(Frame({}, kEtherTypeArp, Bytes(27, 0), false), DropReason::kTooShort);
+  LocalAddresses none;
+  ParsedPacket p;
+  EXPECT_EQ(Classify(req, vips_, none, &p).reason, DropReason::kNotForUs);
+}
+
+Bytes NeighborSolicit(const char* target, uint8_t hop_limit = 255, const char* src = "2001:db8:ff::1") {
+  Bytes body(Ip(target).bytes.begin(), Ip(target).bytes.end());
+  // Source link-layer address option.
+  for (uint8_t b : {1, 1, 2, 0xaa, 0, 0, 0, 1}) body.push_back(b);
+  return Frame6({.src = Ip(src), .dst = Ip("ff02::1:ff00:10"), .proto = 58, .hop_limit = hop_limit},
+                Icmp(135, 0, 0, body));
+}
+
+TEST_F(ClassifyTest, NeighborDiscovery) {
+  EXPECT_EQ(Run(NeighborSolicit("2001:db8:ff::10")).action, Action::kLocalNd);
+  EXPECT_EQ(p_.icmp_type, 135);
+  ExpectDrop(NeighborSolicit("2001:db8:ff::11"), DropReason::kNotForUs);
+  ExpectDrop(NeighborSolicit("2001:db8:ff::10", 64), DropReason::kBadNd);
+  Bytes bad = NeighborSolicit("2001:db8:ff::10");
+  bad[bad.size() - 1] ^= 1;  // inside the option: checksum breaks
+  ExpectDrop(bad, DropReason::kBadChecksum);
+  const IpAddress peer = Ip("2001:db8:ff::1");
+  const Bytes target(peer.bytes.begin(), peer.bytes.end());
+  const Bytes na = Frame6({.src = Ip("2001:db8:ff::1"), .dst = Ip("2001:db8:ff::10"), .proto = 58, .hop_limit = 255},
+                          Icmp(136, 0, 0x60000000, target));
+  EXPECT_EQ(Run(na).action, Action::kLocalNd);
+  const Bytes na_other = Frame6({.src = Ip("2001:db8:ff::1"), .dst = Ip("2001:db8:ff::99"), .proto = 58,
+                                 .hop_limit = 255},
+                                Icmp(136, 0, 0x60000000, target));
+  ExpectDrop(na_other, DropReason::kNotForUs);
+  ExpectDrop(Frame6({.src = Ip("2001:db8:ff::1"), .dst = Ip("ff02::1:ff00:10"), .proto = 58, .hop_limit = 255},
+                    Icmp(135, 0, 0, Bytes(8, 0))),
+             DropReason::kBadNd);  // 16 bytes: shorter than a solicitation
+}
+
+// ---------------------------------------------------- every drop reason
+
+TEST_F(ClassifyTest, EveryClassifyDropReason) {
+  const Ip4 h4{.src = Ip("198.51.100.7"), .dst = Ip("10.0.0.1")};
+  const Ip6 h6{.src = Ip("2001:db8:c::7"), .dst = Ip("2001:db8::1")};
+  const Bytes syn4 = Frame4(h4, Tcp(1, 80));
+  std::set<DropReason> covered;
+  auto check = [&](const Bytes& f, DropReason want) {
+    SCOPED_TRACE(std::string(DropReasonName(want)));
+    ExpectDrop(f, want);
+    covered.insert(want);
+  };
+
+  check(Bytes(13, 0), DropReason::kTooShort);
+  check(Bytes(syn4.begin(), syn4.begin() + 14 + 19), DropReason::kTooShort);
+  check(Frame({}, 0x88CC, Bytes(46, 0)), DropReason::kBadEtherType);  // LLDP
+  check(Frame({.vlans = {1, 2, 3}}, kEtherTypeIpv4, testing::Ipv4(h4, Tcp(1, 80))), DropReason::kTooManyVlans);
+  Bytes f = syn4;
+  f[14] = 0x65;  // version 6 in an IPv4 ethertype
+  check(f, DropReason::kBadIpVersion);
+  f = syn4;
+  f[14] = 0x44;
+  check(f, DropReason::kBadIhl);
+  f = syn4;
+  f[16] = 0x01;  // total length 256+: past the frame
+  check(f, DropReason::kBadIpLength);
+  f = syn4;
+  f[16] = 0;
+  f[17] = 19;  // shorter than the header
+  check(f, DropReason::kBadIpLength);
+  Ip6 deep = h6;
+  for (int i = 0; i < 9; ++i) deep.ext.push_back(Ext6{.type = 60});
+  check(Frame6(deep, Tcp(1, 443)), DropReason::kBadIp6ExtChain);
+  Ip6 late_hbh = h6;
+  late_hbh.ext = {Ext6{.type = 60}, Ext6{.type = 0}};
+  check(Frame6(late_hbh, Tcp(1, 443)), DropReason::kBadIp6ExtChain);
+  Ip6 truncated_ext = h6;
+  truncated_ext.ext = {Ext6{.type = 60, .len = 64}};
+  Bytes te = Frame6(truncated_ext, {});
+  te[14 + 41] = 200;  // header claims 1608 bytes
+  check(te, DropReason::kBadIp6ExtChain);
+  Ip4 pod = h4;  // "ping of death": offset + length past 65535
+  pod.df = false;
+  pod.frag_offset = 65528;
+  check(Frame4(pod, Bytes(16, 0)), DropReason::kBadFragment);
+  Ip6 pod6 = h6;
+  pod6.ext = {Ext6{.type = 44, .frag_offset = 65528, .more = false}};
+  check(Frame6(pod6, Bytes(16, 0)), DropReason::kBadFragment);
+  Bytes bad_off = Tcp(1, 80);
+  bad_off[12] = 0x40;  // 4 words
+  check(Frame4(h4, bad_off), DropReason::kBadTcpOffset);
+  bad_off[12] = 0x60;  // 6 words, only 5 present
+  check(Frame4(h4, bad_off), DropReason::kBadTcpOffset);
+  check(Frame4({.src = h4.src, .dst = Ip("10.9.9.9")}, Tcp(1, 80)), DropReason::kNoVip);
+  check(Frame4({.src = h4.src, .dst = Ip("10.0.0.1"), .proto = 17}, Udp(1, 54)), DropReason::kVipNoService);
+  check(Frame4({.src = h4.src, .dst = Ip("10.0.0.1"), .proto = 47}, Bytes(8, 0)), DropReason::kVipNoService);
+  check(Frame4({.src = h4.src, .dst = Ip("10.0.0.2"), .df = false, .mf = true}, Tcp(1, 80)),
+        DropReason::kFragmentAmbiguousVip);
+  check(Frame4({.src = h4.src, .dst = Ip("10.0.0.1"), .proto = 1}, Icmp(13, 0, 0, Bytes(12, 0))),
+        DropReason::kVipIcmpUnsupported);  // timestamp request
+  check(Frame4({.src = h4.src, .dst = Ip("10.0.0.1"), .proto = 1}, Icmp(3, 4, 1400, Bytes(10, 0))),
+        DropReason::kBadIcmpError);
+  check(Frame4({.src = h4.src, .dst = Ip("192.0.2.10")}, Tcp(1, 22)), DropReason::kLocalUnsupported);
+  check(Frame({}, kEtherTypeArp, testing::Arp(9, {}, h4.src, {}, h4.dst)), DropReason::kBadArp);
+  check(Frame({}, kEtherTypeArp, testing::Arp(1, {}, h4.src, {}, Ip("192.0.2.99"))), DropReason::kNotForUs);
+  check(NeighborSolicit("2001:db8:ff::10", 254), DropReason::kBadNd);
+  Bytes echo = Frame4({.src = h4.src, .dst = Ip("192.0.2.10"), .proto = 1}, Echo(false, 1, 1));
+  echo[14 + 20 + 8] ^= 0xFF;
+  check(echo, DropReason::kBadChecksum);
+
+  // The rest are decided after classification (pipeline, encapsulation) and
+  // are tested there (encap_test, pipeline tests).
+  const std::set<DropReason> later = {DropReason::kNoBackend, DropReason::kMtuExceeded,
+                                      DropReason::kMtuExceededNoIcmp, DropReason::kNoEncapSource,
+                                      DropReason::kNoHeadroom};
+  for (size_t i = 0; i < kNumDropReasons; ++i) {
+    const DropReason r = static_cast<DropReason>(i);
+    EXPECT_TRUE(covered.count(r) || later.count(r)) << "untested: " << DropReasonName(r);
+  }
+}
+
+// ------------------------------------------------------------- ICMP errors
+
+TEST_F(ClassifyTest, IcmpErrorsRouteByTheEmbeddedFlowReversed) {
+  // The client's flow, as the LB sees it.
+  ASSERT_EQ(Run(Frame4({.src = Ip("198.51.100.7"), .dst = Ip("10.0.0.1")}, Tcp(40000, 80))).action, Action::kToVip);
+  const FlowKey client_flow = p_.flow;
+  // The backend's reply (source = VIP, DSR) as quoted by a router.
+  const Bytes reply = testing::Ipv4({.src = Ip("10.0.0.1"), .dst = Ip("198.51.100.7")}, Tcp(80, 40000, kSyn | kAck, 1400));
+  for (auto [type, code] : {std::pair{3, 4}, {3, 1}, {11, 0}, {12, 0}}) {
+    SCOPED_TRACE(type);
+    const Bytes quoted(reply.begin(), reply.begin() + 28);  // header + 8 bytes, the minimum
+    const Verdict v = Run(Frame4({.src = Ip("203.0.113.1"), .dst = Ip("10.0.0.1"), .proto = 1},
+                                 Icmp(static_cast<uint8_t>(type), static_cast<uint8_t>(code), 1400, quoted)));
+    ASSERT_EQ(v.action, Action::kToVip) << DropReasonName(v.reason);
+    EXPECT_EQ(v.vip_index, 0);
+    EXPECT_TRUE(p_.is_icmp_error);
+    EXPECT_EQ(p_.icmp_type, type);
+    EXPECT_EQ(p_.flow, client_flow);
+  }
+  // Wildcard VIP, UDP.
+  const Bytes udp_reply = testing::Ipv4({.src = Ip("10.0.0.1"), .dst = Ip("198.51.100.8"), .proto = 17}, Udp(53, 5353, 100));
+  ASSERT_EQ(Run(Frame4({.src = Ip("203.0.113.1"), .dst = Ip("10.0.0.1"), .proto = 1}, Icmp(3, 3, 0, udp_reply)))
+                .action,
+            Action::kToVip);
+  EXPECT_EQ(p_.flow, Key("198.51.100.8", "10.0.0.1", 17, 5353, 53));
+}
+
+TEST_F(ClassifyTest, Icmpv6ErrorsRouteByTheEmbeddedFlowReversed) {
+  ASSERT_EQ(Run(Frame6({.src = Ip("2001:db8:c::7"), .dst = Ip("2001:db8::1")}, Tcp(40000, 443))).action,
+            Action::kToVip);
+  const FlowKey client_flow = p_.flow;
+  // Quoted with an extension header, as much as fits.
+  const Bytes reply = testing::Ipv6({.src = Ip("2001:db8::1"), .dst = Ip("2001:db8:c::7"), .ext = {Ext6{.type = 60}}},
+                                    Tcp(443, 40000, kAck, 1400));
+  for (uint8_t type : {1, 2, 3, 4}) {
+    SCOPED_TRACE(type);
+    const Bytes quoted(reply.begin(), reply.begin() + 1232);
+    const Verdict v = Run(Frame6({.src = Ip("2001:db8:77::1"), .dst = Ip("2001:db8::1"), .proto = 58},
+                                 Icmp(type, 0, 1280, quoted)));
+    ASSERT_EQ(v.action, Action::kToVip) << DropReasonName(v.reason);
+    EXPECT_EQ(v.vip_index, 3);
+    EXPECT_TRUE(p_.is_icmp_error);
+    EXPECT_EQ(p_.flow, client_flow);
+  }
+}
+
+TEST_F(ClassifyTest, IcmpErrorsThatCannotBeRoutedAreDropped) {
+  const Bytes reply = testing::Ipv4({.src = Ip("10.0.0.1"), .dst = Ip("198.51.100.7")}, Tcp(80, 40000));
+  auto err = [](const Bytes& quoted) {
+    return Frame4({.src = Ip("203.0.113.1"), .dst = Ip("10.0.0.1"), .proto = 1}, Icmp(3, 4, 1400, quoted));
+  };
+  // Quoted packet not from the VIP the error was sent to.
+  const Bytes spoofed = testing::Ipv4({.src = Ip("10.0.0.9"), .dst = Ip("198.51.100.7")}, Tcp(80, 40000));
+  ExpectDrop(err(spoofed), DropReason::kBadIcmpError);
+  // Truncated before the ports.
+  ExpectDrop(err(Bytes(reply.begin(), reply.begin() + 22)), DropReason::kBadIcmpError);
+  // IPv6 quoted in ICMPv4.
+  const Bytes v6 = testing::Ipv6({.src = Ip("2001:db8::1"), .dst = Ip("2001:db8:c::7")}, Tcp(443, 40000));
+  ExpectDrop(err(v6), DropReason::kBadIcmpError);
+  // Quoted packet of a port no VIP serves.
+  const Bytes other = testing::Ipv4({.src = Ip("10.0.0.1"), .dst = Ip("198.51.100.7"), .proto = 17}, Udp(99, 40000));
+  ExpectDrop(err(other), DropReason::kVipNoService);
+  // Errors to an address that is no VIP are other traffic.
+  ExpectDrop(Frame4({.src = Ip("203.0.113.1"), .dst = Ip("10.9.9.9"), .proto = 1}, Icmp(3, 4, 1400, reply)),
+             DropReason::kNoVip);
+}
+
+// --------------------------------------------------------------- fragments
+
+TEST_F(ClassifyTest, Ipv4FragmentsOfOneDatagramShareTheKey) {
+  const Bytes whole = Udp(5353, 53, 3000);
+  const Ip4 base{.src = Ip("198.51.100.7"), .dst = Ip("10.0.0.1"), .proto = 17, .df = false, .id = 77};
+  Ip4 first = base;
+  first.mf = true;
+  Ip4 middle = base;
+  middle.mf = true;
+  middle.frag_offset = 1480;
+  Ip4 last = base;
+  last.frag_offset = 2960;
+  const Bytes f1 = Frame4(first, Bytes(whole.begin(), whole.begin() + 1480));
+  const Bytes f2 = Frame4(middle, Bytes(whole.begin() + 1480, whole.begin() + 2960));
+  const Bytes f3 = Frame4(last, Bytes(whole.begin() + 2960, whole.end()));
+
+  // Out of order, as the network may deliver them.
+  ASSERT_EQ(Run(f3).action, Action::kToVip);
+  const FlowKey k3 = p_.flow;
+  EXPECT_TRUE(p_.is_fragment);
+  EXPECT_FALSE(p_.is_first_fragment);
+  EXPECT_EQ(p_.l4_offset, 0);
+  EXPECT_EQ(p_.fragment_id, 77u);
+  Verdict v = Run(f1);
+  ASSERT_EQ(v.action, Action::kToVip);
+  EXPECT_EQ(v.vip_index, 2);  // the only UDP VIP on 10.0.0.1
+  EXPECT_TRUE(p_.is_first_fragment);
+  EXPECT_EQ(p_.l4_offset, 14 + 20);
+  EXPECT_EQ(p_.flow, k3);
+  v = Run(f2);
+  ASSERT_EQ(v.action, Action::kToVip);
+  EXPECT_EQ(v.vip_index, 2);
+  EXPECT_EQ(p_.flow, k3);
+  // The policy's key: the 3-tuple, ports 0.
+  EXPECT_EQ(k3, Key("198.51.100.7", "10.0.0.1", 17, 0, 0));
+  // TCP fragments of the wildcard VIP.
+  Ip4 tcp_first{.src = Ip("198.51.100.7"), .dst = Ip("10.0.0.1"), .df = false, .mf = true};
+  const Bytes syn = Tcp(1, 80, kSyn, 64);
+  ASSERT_EQ(Run(Frame4(tcp_first, Bytes(syn.begin(), syn.begin() + 24))).vip_index, 1);
+  EXPECT_EQ(p_.tcp_flags, 0);  // a fragment's TCP header is not interpreted
+  // A tiny first fragment whose L4 header is cut short is still routed: no
+  // port is read from any fragment.
+  ASSERT_EQ(Run(Frame4(tcp_first, Bytes(8, 0))).action, Action::kToVip);
+}
+
+TEST_F(ClassifyTest, Ipv6FragmentsOfOneDatagramShareTheKey) {
+  const Bytes whole = Udp(5353, 4500, 3000);
+  const Ip6 base{.src = Ip("2001:db8:c::7"), .dst = Ip("2001:db8::1"), .proto = 17};
+  Ip6 first = base;
+  first.ext = {Ext6{.type = 0}, Ext6{.type = 44, .frag_offset = 0, .more = true, .id = 0xdeadbeef}};
+  Ip6 later = base;
+  later.ext = {Ext6{.type = 44, .frag_offset = 1448, .more = false, .id = 0xdeadbeef}};
+  ASSERT_EQ(Run(Frame6(later, Bytes(whole.begin() + 1448, whole.end()))).action, Action::kToVip);
+  const FlowKey k = p_.flow;
+  EXPECT_TRUE(p_.is_fragment);
+  EXPECT_FALSE(p_.is_first_fragment);
+  EXPECT_EQ(p_.fragment_id, 0xdeadbeefu);
+  const Verdict v = Run(Frame6(first, Bytes(whole.begin(), whole.begin() + 1448)));
+  ASSERT_EQ(v.action, Action::kToVip);
+  EXPECT_EQ(v.vip_index, 4);
+  EXPECT_TRUE(p_.is_first_fragment);
+  EXPECT_EQ(p_.l4_offset, 14 + 40 + 8 + 8);
+  EXPECT_EQ(p_.flow, k);
+  EXPECT_EQ(k, Key("2001:db8:c::7", "2001:db8::1", 17, 0, 0));
+  // Two port-specific UDP VIPs on 2001:db8::2 and no wildcard: ambiguous.
+  Ip6 amb = later;
+  amb.dst = Ip("2001:db8::2");
+  ExpectDrop(Frame6(amb, Bytes(16, 0)), DropReason::kFragmentAmbiguousVip);
+}
+
+// ------------------------------------------------------------- robustness
+
+TEST_F(ClassifyTest, EveryTruncationIsDroppedWithoutReadingPastTheEnd) {
+  std::vector<Bytes> frames = {
+      Frame4({.src = Ip("198.51.100.7"), .dst = Ip("10.0.0.1"), .options = {1, 1, 1, 0}}, Tcp(1, 80, kSyn, 0, 8),
+             {.vlans = {5, 6}, .qinq = true}),
+      Frame6({.src = Ip("2001:db8:c::7"), .dst = Ip("2001:db8::1"), .proto = 17,
+              .ext = {Ext6{.type = 0}, Ext6{.type = 43, .len = 24}, Ext6{.type = 60}}},
+             Udp(1, 53), {.vlans = {9}}),
+      Frame4({.src = Ip("203.0.113.1"), .dst = Ip("10.0.0.1"), .proto = 1},
+             Icmp(3, 4, 1400, testing::Ipv4({.src = Ip("10.0.0.1"), .dst = Ip("198.51.100.7")}, Tcp(80, 4)))),
+      NeighborSolicit("2001:db8:ff::10"),
+  };
+  for (const Bytes& full : frames) {
+    ASSERT_NE(Run(full).action, Action::kDrop) << DropReasonName(Run(full).reason);
+    const size_t ip_end = p_.ip_version ? size_t{p_.l3_offset} + p_.l3_len : full.size();
+    for (size_t len = 0; len < ip_end; ++len) {
+      const Verdict v = Run(Bytes(full.begin(), full.begin() + len));
+      EXPECT_EQ(v.action, Action::kDrop) << "prefix " << len;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace maglb
