@@ -65,6 +65,7 @@ struct VipState {
   uint16_t port = 0;
   Forwarding forwarding = Forwarding::kGre;
   Algorithm algorithm = Algorithm::kMaglev;
+  uint32_t table_size = 0;  ///< as configured (table->size() is 0 when empty)
   uint64_t hash_seed = 0;  ///< flow-hash seed (LbConfig::hash_seed)
   /// Shared with earlier/later generations while unchanged. Never null; empty()
   /// when every backend weighs 0.
@@ -124,6 +125,7 @@ class LbState {
   const LbStateChange& change() const { return change_; }
   /// Next-hop MACs as resolved when this snapshot was made.
   uint64_t neighbor_version() const { return neighbor_version_; }
+  const LbStateOptions& options() const { return options_; }
 
   const VipState* FindVip(std::string_view name) const;
 

@@ -47,6 +47,7 @@ enum class PacketAction : uint8_t {
   kTransmit,  ///< send the frame at data + offset, out_len bytes (toward a backend)
   kReply,     ///< same, but it is an answer to the sender (ARP/ND/echo/ICMP too-big)
   kExtra,     ///< the original is consumed; send Worker::extra_frames()[extra_first..+extra_count)
+  kToControl, ///< unchanged; for the control thread (ARP reply / neighbour advertisement to learn)
   kDrop,      ///< free it; `reason` says why
 };
 
@@ -79,6 +80,7 @@ class Counter {
  public:
   void Add(uint64_t v) { v_.store(v_.load(std::memory_order_relaxed) + v, std::memory_order_relaxed); }
   void Reset() { v_.store(0, std::memory_order_relaxed); }
+  void Set(uint64_t v) { v_.store(v, std::memory_order_relaxed); }
   uint64_t value() const { return v_.load(std::memory_order_relaxed); }
 
  private:
@@ -163,6 +165,15 @@ class Worker {
  private:
   void AdoptState(const LbState& state);
   void ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns);
+  void ToVip(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash, const VipState& vip,
+             const LbState& state, uint64_t now_ns);
+  void Local(PacketRef& pkt, const ParsedPacket& p, Action action, const LbState& state);
+  void Send(PacketRef& pkt, const ParsedPacket& p, const VipState& vip, uint16_t backend,
+            uint64_t ct_hash, const LbState& state);
+  void Drop(PacketRef& pkt, DropReason reason);
+  uint8_t* ScratchAlloc(size_t bytes);
+  bool AddExtra(const uint8_t* data, size_t len);
+  void ReplyFromScratch(PacketRef& pkt, const uint8_t* frame, size_t len);
 
   Conntrack conntrack_;
   std::unique_ptr<WorkerCounters> counters_;
@@ -172,6 +183,10 @@ class Worker {
   size_t scratch_used_ = 0;
   std::vector<ExtraFrame> extra_;
   size_t extra_count_ = 0;
+  // Per-chunk working state, kept here so that nothing is initialised twice.
+  ParsedPacket parsed_[kBurst];
+  Verdict verdict_[kBurst];
+  uint64_t ct_hash_[kBurst];
 };
 
 /// Counters summed over workers, by name, for one snapshot: what telemetry

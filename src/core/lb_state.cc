@@ -1,0 +1,289 @@
+#include "maglb/lb_state.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "maglb/table_builder.h"
+#include "maglb/table_diff.h"
+
+namespace maglb {
+namespace {
+
+// (name, weight) pairs sorted by name: what decides a VIP's table.
+std::vector<std::pair<std::string, uint32_t>> SortedSpecs(const std::vector<BackendSpec>& specs) {
+  std::vector<std::pair<std::string, uint32_t>> out;
+  out.reserve(specs.size());
+  for (const BackendSpec& s : specs) out.emplace_back(s.name, s.weight);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<BackendSpec> SpecsOf(const VipState& v) {
+  std::vector<BackendSpec> specs;
+  specs.reserve(v.backends.size());
+  for (const BackendState& b : v.backends) specs.push_back({b.name, b.weight});
+  return specs;
+}
+
+// Lowest slots not in `used`, handed out in order.
+class SlotAllocator {
+ public:
+  SlotAllocator(std::vector<bool> used) : used_(std::move(used)) {}
+  std::optional<uint32_t> Next() {
+    while (next_ < used_.size() && used_[next_]) ++next_;
+    if (next_ >= used_.size()) return std::nullopt;
+    used_[next_] = true;
+    return static_cast<uint32_t>(next_++);
+  }
+
+ private:
+  std::vector<bool> used_;
+  size_t next_ = 0;
+};
+
+}  // namespace
+
+uint16_t VipState::ResolveSlow(uint32_t id) const {
+  auto it = std::lower_bound(id_index.begin(), id_index.end(), std::make_pair(id, uint16_t{0}));
+  if (it != id_index.end() && it->first == id) return it->second;
+  return kNoBackend;
+}
+
+std::string LbStateChange::ToString() const {
+  std::vector<std::string> parts;
+  for (const std::string& v : vips_added) parts.push_back(absl::StrCat("+vip ", v));
+  for (const std::string& v : vips_removed) parts.push_back(absl::StrCat("-vip ", v));
+  for (const VipChange& c : vips_changed) {
+    std::vector<std::string> what;
+    for (const std::string& b : c.backends_added) what.push_back(absl::StrCat("+", b));
+    for (const std::string& b : c.backends_removed) what.push_back(absl::StrCat("-", b));
+    for (const std::string& b : c.backends_reweighted) what.push_back(absl::StrCat("~", b));
+    what.push_back(absl::StrFormat("moved %.1f%%", 100.0 * c.moved));
+    what.push_back(absl::StrFormat("fingerprint %016x -> %016x", c.old_fingerprint, c.new_fingerprint));
+    parts.push_back(absl::StrCat("~vip ", c.name, " (", absl::StrJoin(what, ", "), ")"));
+  }
+  if (parts.empty()) parts.push_back("no VIP changed");
+  return absl::StrCat("generation ", generation, ": ", absl::StrJoin(parts, ", "), "; ",
+                      tables_built, " tables built, ", tables_reused, " reused");
+}
+
+const VipState* LbState::FindVip(std::string_view name) const {
+  for (const VipState& v : vips_) {
+    if (v.name == name) return &v;
+  }
+  return nullptr;
+}
+
+void LbState::ResolveNeighbors(const NeighborResolver& resolve) {
+  auto lookup = [&](const IpAddress& ip) -> std::optional<MacAddress> {
+    for (const NeighborConfig& n : config_.neighbors) {
+      if (n.address == ip) return n.mac;
+    }
+    if (resolve) return resolve(ip);
+    return std::nullopt;
+  };
+  for (VipState& v : vips_) {
+    for (BackendState& b : v.backends) {
+      IpAddress next_hop = b.target.backend;
+      if (b.target.forwarding != Forwarding::kL2Dsr) {
+        const std::optional<IpAddress>& gw =
+            b.target.backend.is_v6 ? config_.lb.gateway_v6 : config_.lb.gateway_v4;
+        if (gw.has_value()) next_hop = *gw;
+      }
+      std::optional<MacAddress> mac = lookup(next_hop);
+      b.next_hop_known = mac.has_value();
+      b.target.next_hop_mac = mac.value_or(MacAddress{});
+    }
+  }
+}
+
+std::unique_ptr<const LbState> LbState::WithNeighbors(const NeighborResolver& resolve) const {
+  auto copy = std::make_unique<LbState>(*this);
+  copy->options_.resolve = resolve;
+  ++copy->neighbor_version_;
+  copy->ResolveNeighbors(resolve);
+  return copy;
+}
+
+absl::StatusOr<std::unique_ptr<const LbState>> BuildLbState(const Config& config,
+                                                            const LbState* previous) {
+  return BuildLbState(config, previous, previous != nullptr ? previous->options() : LbStateOptions{});
+}
+
+absl::StatusOr<std::unique_ptr<const LbState>> BuildLbState(const Config& config,
+                                                            const LbState* previous,
+                                                            const LbStateOptions& options) {
+  const std::string where = config.source.empty() ? std::string("config") : config.source;
+  if (config.vips.size() > kMaxVips) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: %u VIPs configured, the data plane takes at most %u; the new config was not applied",
+        where, config.vips.size(), kMaxVips));
+  }
+  size_t total_backends = 0;
+  for (const VipConfig& v : config.vips) total_backends += v.backends.size();
+  if (total_backends > kMaxBackendsTotal) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: %u backends configured over all VIPs, the data plane takes at most %u; the new "
+        "config was not applied",
+        where, total_backends, kMaxBackendsTotal));
+  }
+
+  auto state = std::make_unique<LbState>();
+  state->generation_ = previous != nullptr ? previous->generation() + 1 : 1;
+  state->config_ = config;
+  state->options_ = options;
+  state->next_id_ = previous != nullptr ? previous->next_id_ : 1;
+  LbStateChange& change = state->change_;
+  change.generation = state->generation_;
+
+  // Counter slots held by VIPs/backends that survive keep them; newcomers
+  // take the lowest free ones.
+  std::vector<bool> vip_slots_used(kMaxVips, false);
+  std::vector<bool> backend_slots_used(kMaxBackendsTotal, false);
+  for (const VipConfig& vc : config.vips) {
+    const VipState* pv = previous != nullptr ? previous->FindVip(vc.name) : nullptr;
+    if (pv == nullptr) continue;
+    vip_slots_used[pv->counter_slot] = true;
+    for (const BackendConfig& bc : vc.backends) {
+      for (const BackendState& pb : pv->backends) {
+        if (pb.name == bc.name) backend_slots_used[pb.counter_slot] = true;
+      }
+    }
+  }
+  SlotAllocator vip_slots(std::move(vip_slots_used));
+  SlotAllocator backend_slots(std::move(backend_slots_used));
+
+  state->vips_.reserve(config.vips.size());
+  for (const VipConfig& vc : config.vips) {
+    const VipState* pv = previous != nullptr ? previous->FindVip(vc.name) : nullptr;
+    VipState v;
+    v.name = vc.name;
+    v.address = vc.address;
+    v.protocol = vc.protocol;
+    v.port = vc.port;
+    v.forwarding = vc.forwarding;
+    v.algorithm = vc.algorithm;
+    v.table_size = vc.table_size;
+    v.hash_seed = config.lb.hash_seed;
+    if (pv != nullptr) {
+      v.id = pv->id;
+      v.counter_slot = pv->counter_slot;
+    } else {
+      v.id = state->next_id_++;
+      v.counter_slot = *vip_slots.Next();  // bounded by kMaxVips above
+    }
+
+    const std::vector<BackendSpec> specs = vc.BackendSpecs();
+    const bool reuse = pv != nullptr && pv->algorithm == vc.algorithm &&
+                       pv->table_size == vc.table_size &&
+                       SortedSpecs(SpecsOf(*pv)) == SortedSpecs(specs);
+    if (reuse) {
+      v.table = pv->table;
+      ++change.tables_reused;
+    } else {
+      absl::StatusOr<LookupTable> table = BuildVipTable(vc);
+      if (!table.ok()) {
+        return absl::Status(table.status().code(),
+                            absl::StrFormat("%s:%d: VIP %s: cannot build its table: %s; the new "
+                                            "config was not applied",
+                                            where, vc.line, vc.name,
+                                            std::string(table.status().message())));
+      }
+      v.table = std::make_shared<const LookupTable>(*std::move(table));
+      ++change.tables_built;
+    }
+
+    // Backends in the table's index order.
+    absl::flat_hash_map<std::string, const BackendConfig*> by_name;
+    for (const BackendConfig& bc : vc.backends) by_name[bc.name] = &bc;
+    std::vector<std::string> order = v.table->backend_names();
+    if (order.size() != vc.backends.size()) {  // a table built from nothing
+      order.clear();
+      for (const BackendConfig& bc : vc.backends) order.push_back(bc.name);
+    }
+    for (const std::string& name : order) {
+      const BackendConfig& bc = *by_name.at(name);
+      const BackendState* pb = nullptr;
+      if (pv != nullptr) {
+        for (const BackendState& cand : pv->backends) {
+          if (cand.name == name) pb = &cand;
+        }
+      }
+      BackendState b;
+      b.name = name;
+      b.weight = bc.weight;
+      b.target.forwarding = vc.forwarding;
+      b.target.backend = bc.address;
+      if (pb != nullptr) {
+        b.id = pb->id;
+        b.counter_slot = pb->counter_slot;
+      } else {
+        b.id = state->next_id_++;
+        b.counter_slot = *backend_slots.Next();  // bounded by kMaxBackendsTotal above
+      }
+      v.backends.push_back(std::move(b));
+    }
+    for (size_t i = 0; i < v.backends.size(); ++i) {
+      v.id_index.emplace_back(v.backends[i].id, static_cast<uint16_t>(i));
+    }
+    std::sort(v.id_index.begin(), v.id_index.end());
+
+    if (pv == nullptr) {
+      change.vips_added.push_back(v.name);
+    } else {
+      LbStateChange::VipChange c;
+      c.name = v.name;
+      for (const BackendState& b : v.backends) {
+        const BackendState* pb = nullptr;
+        for (const BackendState& cand : pv->backends) {
+          if (cand.name == b.name) pb = &cand;
+        }
+        if (pb == nullptr) {
+          c.backends_added.push_back(b.name);
+        } else if (pb->weight != b.weight) {
+          c.backends_reweighted.push_back(b.name);
+        }
+      }
+      for (const BackendState& pb : pv->backends) {
+        if (by_name.find(pb.name) == by_name.end()) c.backends_removed.push_back(pb.name);
+      }
+      bool fields_changed = pv->address != v.address || pv->protocol != v.protocol ||
+                            pv->port != v.port || pv->forwarding != v.forwarding;
+      for (const BackendState& b : v.backends) {
+        for (const BackendState& pb : pv->backends) {
+          if (pb.name == b.name && !(pb.target.backend == b.target.backend)) fields_changed = true;
+        }
+      }
+      if (!reuse || fields_changed) {
+        c.old_fingerprint = pv->fingerprint();
+        c.new_fingerprint = v.fingerprint();
+        if (!reuse) {
+          std::vector<BackendSpec> old_specs = SpecsOf(*pv);
+          std::vector<BackendSpec> new_specs = SpecsOf(v);
+          c.moved = DiffTables(*pv->table, old_specs, *v.table, new_specs).moved;
+        }
+        change.vips_changed.push_back(std::move(c));
+      }
+    }
+    state->vips_.push_back(std::move(v));
+  }
+  if (previous != nullptr) {
+    for (const VipState& pv : previous->vips()) {
+      if (config.FindVip(pv.name) == nullptr) change.vips_removed.push_back(pv.name);
+    }
+  }
+
+  state->matcher_ = VipMatcher(config.vips);
+  state->local_.v4 = config.lb.ipv4;
+  state->local_.v6 = config.lb.ipv6;
+  state->encap_ = EncapConfig::FromLbConfig(config.lb, options.port_mac);
+  state->ResolveNeighbors(options.resolve);
+  return std::unique_ptr<const LbState>(std::move(state));
+}
+
+}  // namespace maglb

@@ -1,0 +1,398 @@
+#include "maglb/pipeline.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "maglb/encap.h"
+#include "maglb/flow_hash.h"
+#include "maglb/reply.h"
+
+namespace maglb {
+namespace {
+
+constexpr std::string_view kLocalCounterNames[] = {
+#define MAGLB_LOCAL_NAME(name, str) str,
+    MAGLB_FOREACH_LOCAL_COUNTER(MAGLB_LOCAL_NAME)
+#undef MAGLB_LOCAL_NAME
+};
+static_assert(std::size(kLocalCounterNames) == kNumLocalCounters);
+
+constexpr uint8_t kIcmpv6NeighborAdvert = 136;
+constexpr uint16_t kArpReply = 2;
+// Room in front of a fragment in scratch for the outer headers.
+constexpr size_t kScratchHeadroom = kMaxEncapPrepend;
+
+inline size_t Index(DropReason r) { return static_cast<size_t>(r); }
+inline size_t Index(LocalCounter c) { return static_cast<size_t>(c); }
+
+}  // namespace
+
+std::string_view LocalCounterName(LocalCounter c) { return kLocalCounterNames[Index(c)]; }
+
+WorkerCounters::WorkerCounters()
+    : vip(new FlowCounters[kMaxVips]),
+      backend(new FlowCounters[kMaxBackendsTotal]),
+      vip_owner(new std::atomic<uint32_t>[kMaxVips]),
+      backend_owner(new std::atomic<uint32_t>[kMaxBackendsTotal]) {
+  // Id 0 is never assigned (lb_state.cc starts at 1): every slot starts unowned.
+  for (uint32_t i = 0; i < kMaxVips; ++i) vip_owner[i].store(0, std::memory_order_relaxed);
+  for (uint32_t i = 0; i < kMaxBackendsTotal; ++i) backend_owner[i].store(0, std::memory_order_relaxed);
+}
+
+Worker::Worker(const ConntrackConfig& conntrack, size_t scratch_bytes)
+    : conntrack_(conntrack),
+      counters_(std::make_unique<WorkerCounters>()),
+      scratch_(scratch_bytes),
+      extra_(std::max<size_t>(scratch_bytes / 64, 1)) {}
+
+void Worker::AdoptState(const LbState& state) {
+  // A slot that changed hands starts from zero (the worker is its only writer).
+  WorkerCounters& c = *counters_;
+  for (const VipState& v : state.vips()) {
+    if (c.vip_owner[v.counter_slot].load(std::memory_order_relaxed) != v.id) {
+      FlowCounters& f = c.vip[v.counter_slot];
+      f.packets.Reset();
+      f.bytes.Reset();
+      f.new_flows.Reset();
+      c.vip_owner[v.counter_slot].store(v.id, std::memory_order_relaxed);
+    }
+    for (const BackendState& b : v.backends) {
+      if (c.backend_owner[b.counter_slot].load(std::memory_order_relaxed) != b.id) {
+        FlowCounters& f = c.backend[b.counter_slot];
+        f.packets.Reset();
+        f.bytes.Reset();
+        f.new_flows.Reset();
+        c.backend_owner[b.counter_slot].store(b.id, std::memory_order_relaxed);
+      }
+    }
+  }
+  generation_seen_ = state.generation();
+  c.generation.Set(generation_seen_);
+}
+
+uint8_t* Worker::ScratchAlloc(size_t bytes) {
+  bytes = (bytes + 63) & ~size_t{63};
+  if (scratch_used_ + bytes > scratch_.size()) return nullptr;
+  uint8_t* p = scratch_.data() + scratch_used_;
+  scratch_used_ += bytes;
+  return p;
+}
+
+bool Worker::AddExtra(const uint8_t* data, size_t len) {
+  if (extra_count_ == extra_.size()) return false;
+  extra_[extra_count_++] = {data, static_cast<uint16_t>(len)};
+  return true;
+}
+
+void Worker::Drop(PacketRef& pkt, DropReason reason) {
+  pkt.action = PacketAction::kDrop;
+  pkt.reason = reason;
+  pkt.offset = 0;
+  pkt.out_len = 0;
+  counters_->drops[Index(reason)].Add(1);
+}
+
+// A reply built in scratch goes back in the packet's own buffer when it fits,
+// else as an extra frame.
+void Worker::ReplyFromScratch(PacketRef& pkt, const uint8_t* frame, size_t len) {
+  if (len <= size_t{pkt.len} + pkt.tailroom) {
+    std::memcpy(pkt.data, frame, len);
+    pkt.action = PacketAction::kReply;
+    pkt.offset = 0;
+    pkt.out_len = static_cast<uint16_t>(len);
+    return;
+  }
+  pkt.extra_first = static_cast<uint16_t>(extra_count_);
+  pkt.extra_count = 1;
+  if (!AddExtra(frame, len)) {
+    Drop(pkt, DropReason::kNoHeadroom);
+    return;
+  }
+  pkt.action = PacketAction::kExtra;
+}
+
+void Worker::Local(PacketRef& pkt, const ParsedPacket& p, Action action, const LbState& state) {
+  WorkerCounters& c = *counters_;
+  const MacAddress& mac = state.encap().src_mac;
+  const std::span<uint8_t> frame(pkt.data, pkt.len);
+  switch (action) {
+    case Action::kLocalArp: {
+      if (p.arp_op == kArpReply) {
+        pkt.action = PacketAction::kToControl;
+        return;
+      }
+      size_t n = state.local().v4 ? MakeArpReply(frame, p, *state.local().v4, mac) : 0;
+      if (n == 0) return Drop(pkt, DropReason::kBadArp);
+      pkt.action = PacketAction::kReply;
+      pkt.offset = 0;
+      pkt.out_len = static_cast<uint16_t>(n);
+      c.local[Index(LocalCounter::kArpReplies)].Add(1);
+      return;
+    }
+    case Action::kLocalNd: {
+      if (p.icmp_type == kIcmpv6NeighborAdvert) {
+        pkt.action = PacketAction::kToControl;
+        return;
+      }
+      uint8_t* out = ScratchAlloc(kNeighborAdvertLen + kMaxVlanTags * kVlanTagLen);
+      size_t n = 0;
+      if (out != nullptr && state.local().v6) {
+        n = BuildNeighborAdvert(frame, p, *state.local().v6, mac,
+                                {out, kNeighborAdvertLen + kMaxVlanTags * kVlanTagLen});
+      }
+      if (n == 0) return Drop(pkt, DropReason::kBadNd);
+      ReplyFromScratch(pkt, out, n);
+      c.local[Index(LocalCounter::kNdReplies)].Add(1);
+      return;
+    }
+    case Action::kLocalEcho: {
+      size_t n = MakeEchoReply(frame, p, mac);
+      if (n == 0) return Drop(pkt, DropReason::kLocalUnsupported);
+      pkt.action = PacketAction::kReply;
+      pkt.offset = 0;
+      pkt.out_len = static_cast<uint16_t>(n);
+      c.local[Index(LocalCounter::kEchoReplies)].Add(1);
+      return;
+    }
+    default:
+      return Drop(pkt, DropReason::kLocalUnsupported);
+  }
+}
+
+void Worker::Send(PacketRef& pkt, const ParsedPacket& p, const VipState& vip, uint16_t backend,
+                  uint64_t ct_hash, const LbState& state) {
+  const BackendState& b = vip.backends[backend];
+  // TODO(H1): a dedicated kNoNeighbor reason (see pipeline.h).
+  if (!b.next_hop_known) return Drop(pkt, DropReason::kNoBackend);
+  WorkerCounters& c = *counters_;
+  FlowCounters& bc = c.backend[b.counter_slot];
+  bc.packets.Add(1);
+  bc.bytes.Add(pkt.len);
+
+  // The conntrack hash doubles as the per-flow value that varies the outer
+  // source and flow label: stable for the flow, equal on every LB instance.
+  const EncapConfig& encap = state.encap();
+  EncapResult r = Forward(pkt.data, pkt.len, pkt.headroom, p, b.target, encap, ct_hash);
+  switch (r.status) {
+    case EncapStatus::kOk:
+      pkt.action = PacketAction::kTransmit;
+      pkt.offset = static_cast<int16_t>(r.offset);
+      pkt.out_len = static_cast<uint16_t>(r.length);
+      return;
+    case EncapStatus::kMtuExceeded: {
+      const bool v6 = p.ip_version == 6;
+      const std::optional<IpAddress>& ours = v6 ? state.local().v6 : state.local().v4;
+      IpAddress source = ours.value_or(vip.address);
+      uint8_t* out = ScratchAlloc(kMaxIcmpTooBigLen);
+      size_t n = out != nullptr ? BuildIcmpTooBig({pkt.data, pkt.len}, p, r.usable_mtu, source,
+                                                  encap.src_mac, {out, kMaxIcmpTooBigLen})
+                                : 0;
+      if (n == 0) return Drop(pkt, DropReason::kMtuExceededNoIcmp);
+      c.drops[Index(DropReason::kMtuExceeded)].Add(1);  // not forwarded, but answered
+      c.local[Index(LocalCounter::kIcmpTooBig)].Add(1);
+      ReplyFromScratch(pkt, out, n);
+      return;
+    }
+    case EncapStatus::kFragmentInner: {
+      const uint8_t* ip = pkt.data + p.l3_offset;
+      const size_t count = Ipv4FragmentCount(ip, p.l3_len, r.usable_mtu);
+      if (count == 0) return Drop(pkt, DropReason::kMtuExceededNoIcmp);
+      const uint16_t first = static_cast<uint16_t>(extra_count_);
+      for (size_t i = 0; i < count; ++i) {
+        uint8_t* slot = ScratchAlloc(kScratchHeadroom + r.usable_mtu);
+        if (slot == nullptr) {
+          extra_count_ = first;
+          return Drop(pkt, DropReason::kMtuExceededNoIcmp);
+        }
+        uint8_t* frag = slot + kScratchHeadroom;
+        const size_t len = WriteIpv4Fragment(ip, p.l3_len, r.usable_mtu, i, frag, r.usable_mtu);
+        if (len == 0) {
+          extra_count_ = first;
+          return Drop(pkt, DropReason::kMtuExceededNoIcmp);
+        }
+        const uint8_t* out;
+        size_t out_len;
+        if (b.target.forwarding == Forwarding::kL2Dsr) {
+          uint8_t* eth = frag - kEthernetHeaderLen;
+          std::memcpy(eth, b.target.next_hop_mac.bytes.data(), 6);
+          std::memcpy(eth + 6, encap.src_mac.bytes.data(), 6);
+          eth[12] = kEtherTypeIpv4 >> 8;
+          eth[13] = kEtherTypeIpv4 & 0xFF;
+          out = eth;
+          out_len = kEthernetHeaderLen + len;
+        } else {
+          EncapResult fr = Encapsulate(frag, len, kScratchHeadroom, b.target, encap, ct_hash);
+          if (fr.status != EncapStatus::kOk) {
+            extra_count_ = first;
+            return Drop(pkt, DropReason::kMtuExceededNoIcmp);
+          }
+          out = frag + fr.offset;
+          out_len = fr.length;
+        }
+        if (!AddExtra(out, out_len)) {
+          extra_count_ = first;
+          return Drop(pkt, DropReason::kMtuExceededNoIcmp);
+        }
+      }
+      pkt.action = PacketAction::kExtra;
+      pkt.extra_first = first;
+      pkt.extra_count = static_cast<uint16_t>(count);
+      c.local[Index(LocalCounter::kFragmentsSent)].Add(count);
+      return;
+    }
+    case EncapStatus::kNoSource:
+      return Drop(pkt, DropReason::kNoEncapSource);
+    case EncapStatus::kNoHeadroom:
+      return Drop(pkt, DropReason::kNoHeadroom);
+    case EncapStatus::kBadPacket:
+      return Drop(pkt, DropReason::kBadIpLength);
+  }
+}
+
+void Worker::ToVip(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash, const VipState& vip,
+                   const LbState& state, uint64_t now_ns) {
+  WorkerCounters& c = *counters_;
+  FlowCounters& vc = c.vip[vip.counter_slot];
+  vc.packets.Add(1);
+  vc.bytes.Add(pkt.len);
+
+  ConntrackEntry* e = conntrack_.Lookup(p.flow, ct_hash, now_ns);
+  uint16_t backend = VipState::kNoBackend;
+  if (e != nullptr) backend = vip.Resolve(e->backend_id, e->backend_hint);
+
+  if (p.is_icmp_error) {
+    // About a flow: follow it without creating or refreshing state.
+    if (backend == VipState::kNoBackend) {
+      if (vip.table->empty()) return Drop(pkt, DropReason::kNoBackend);
+      backend = vip.table->Lookup(FlowHash(p.flow, vip.hash_seed));
+    }
+    c.local[Index(LocalCounter::kIcmpErrorsRouted)].Add(1);
+    return Send(pkt, p, vip, backend, ct_hash, state);
+  }
+
+  const bool tcp = p.flow.protocol == kIpProtoTcp;
+  const bool bare_syn = tcp && (p.tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn;
+  if (e != nullptr && backend != VipState::kNoBackend &&
+      !(bare_syn && conntrack_.StateOf(e) == FlowState::kClosing)) {
+    // Pinned: stays with its backend while it is configured, weight 0 included.
+    e->backend_hint = backend;
+    conntrack_.Touch(e, p.tcp_flags, now_ns);
+    return Send(pkt, p, vip, backend, ct_hash, state);
+  }
+
+  // New flow (or an unknown mid-flow one, or a new connection reusing a
+  // closing flow's tuple, or a flow whose backend is gone): the current table.
+  const bool backend_gone = e != nullptr && backend == VipState::kNoBackend;
+  if (vip.table->empty()) return Drop(pkt, DropReason::kNoBackend);
+  backend = vip.table->Lookup(FlowHash(p.flow, vip.hash_seed));
+  const BackendState& b = vip.backends[backend];
+  if (e != nullptr) {
+    if (backend_gone) c.repinned.Add(1);
+    conntrack_.Repin(e, b.id, backend, p.tcp_flags, now_ns);
+  } else if (conntrack_.Insert(p.flow, ct_hash, p.tcp_flags, b.id, backend, now_ns) == nullptr) {
+    c.untracked.Add(1);
+  }
+  vc.new_flows.Add(1);
+  c.backend[b.counter_slot].new_flows.Add(1);
+  Send(pkt, p, vip, backend, ct_hash, state);
+}
+
+void Worker::ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns) {
+  WorkerCounters& c = *counters_;
+  // 1. Classify; hash and prefetch the conntrack buckets of VIP traffic.
+  for (size_t i = 0; i < n; ++i) {
+    PacketRef& pkt = pkts[i];
+    c.rx_packets.Add(1);
+    c.rx_bytes.Add(pkt.len);
+    pkt.extra_count = 0;
+    verdict_[i] = Classify({pkt.data, pkt.len}, state.matcher(), state.local(), &parsed_[i]);
+    if (verdict_[i].action == Action::kToVip) {
+      ct_hash_[i] = ConntrackHash(parsed_[i].flow);
+      conntrack_.PrefetchBuckets(ct_hash_[i]);
+    }
+  }
+  // 2. Prefetch the entries whose signatures match.
+  for (size_t i = 0; i < n; ++i) {
+    if (verdict_[i].action == Action::kToVip) conntrack_.PrefetchEntries(ct_hash_[i]);
+  }
+  // 3. In order: look up, place, track, forward.
+  for (size_t i = 0; i < n; ++i) {
+    PacketRef& pkt = pkts[i];
+    const Verdict& v = verdict_[i];
+    switch (v.action) {
+      case Action::kToVip:
+        ToVip(pkt, parsed_[i], ct_hash_[i], state.vips()[v.vip_index], state, now_ns);
+        break;
+      case Action::kDrop:
+        Drop(pkt, v.reason);
+        break;
+      default:
+        Local(pkt, parsed_[i], v.action, state);
+        break;
+    }
+    if (pkt.action == PacketAction::kTransmit || pkt.action == PacketAction::kReply) {
+      c.tx_packets.Add(1);
+      c.tx_bytes.Add(pkt.out_len);
+    } else if (pkt.action == PacketAction::kExtra) {
+      for (uint16_t k = 0; k < pkt.extra_count; ++k) {
+        c.tx_packets.Add(1);
+        c.tx_bytes.Add(extra_[pkt.extra_first + k].len);
+      }
+    }
+  }
+}
+
+void Worker::ProcessBurst(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns) {
+  if (state.generation() != generation_seen_) AdoptState(state);
+  scratch_used_ = 0;
+  extra_count_ = 0;
+  for (size_t off = 0; off < n; off += kBurst) {
+    ProcessChunk(pkts + off, std::min(kBurst, n - off), state, now_ns);
+  }
+  WorkerCounters& c = *counters_;
+  c.evictions.Set(conntrack_.stats().evictions);
+  c.conntrack_occupied.Set(conntrack_.occupied());
+}
+
+CounterTotals SumCounters(const LbState& state, std::span<const Worker* const> workers) {
+  CounterTotals t;
+  for (const VipState& v : state.vips()) {
+    CounterTotals::Vip vt;
+    vt.name = v.name;
+    for (const BackendState& b : v.backends) vt.backends.push_back({b.name, {}});
+    t.vips.push_back(std::move(vt));
+  }
+  auto add = [](CounterTotals::Flow& to, const FlowCounters& from) {
+    to.packets += from.packets.value();
+    to.bytes += from.bytes.value();
+    to.new_flows += from.new_flows.value();
+  };
+  for (const Worker* w : workers) {
+    const WorkerCounters& c = w->counters();
+    t.rx_packets += c.rx_packets.value();
+    t.rx_bytes += c.rx_bytes.value();
+    t.tx_packets += c.tx_packets.value();
+    t.tx_bytes += c.tx_bytes.value();
+    for (size_t r = 0; r < kNumDropReasons; ++r) t.drops[r] += c.drops[r].value();
+    for (size_t l = 0; l < kNumLocalCounters; ++l) t.local[l] += c.local[l].value();
+    t.untracked += c.untracked.value();
+    t.evictions += c.evictions.value();
+    t.repinned += c.repinned.value();
+    t.conntrack_occupied.push_back(c.conntrack_occupied.value());
+    for (size_t i = 0; i < state.vips().size(); ++i) {
+      const VipState& v = state.vips()[i];
+      if (c.vip_owner[v.counter_slot].load(std::memory_order_relaxed) == v.id) {
+        add(t.vips[i].counters, c.vip[v.counter_slot]);
+      }
+      for (size_t j = 0; j < v.backends.size(); ++j) {
+        const BackendState& b = v.backends[j];
+        if (c.backend_owner[b.counter_slot].load(std::memory_order_relaxed) == b.id) {
+          add(t.vips[i].backends[j].counters, c.backend[b.counter_slot]);
+        }
+      }
+    }
+  }
+  return t;
+}
+
+}  // namespace maglb
