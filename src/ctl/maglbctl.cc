@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "analyze.h"
 #include "maglb/config.h"
 #include "maglb/table_builder.h"
 #include "maglb/table_diff.h"
@@ -31,6 +32,7 @@ void PrintUsage(FILE* out) {
       "      per VIP: the fraction of flows that would change backend, beside the\n"
       "      ideal minimum for that change, and which backends gain and lose\n",
       out);
+  std::fputs(kAnalyzeUsage, out);
   std::fputs(kStatsUsage, out);
 }
 
@@ -258,6 +260,7 @@ int main(int argc, char** argv) {
   std::string_view cmd = argv[1];
   if (cmd == "table") return maglb::CmdTable(argc - 2, argv + 2);
   if (cmd == "diff") return maglb::CmdDiff(argc - 2, argv + 2);
+  if (cmd == "analyze") return maglb::RunAnalyze(argc - 2, argv + 2);
   if (cmd == "stats") return maglb::CmdStats(argc - 2, argv + 2);
   std::fprintf(stderr, "maglbctl: unknown command '%s'\n", argv[1]);
   maglb::PrintUsage(stderr);
