@@ -16,38 +16,15 @@ namespace {
 // Idle passes before an (optional) sleep: a busy queue never sleeps.
 constexpr uint32_t kIdlePassesBeforeSleep = 64;
 
-uint16_t EtherTypeAt(const uint8_t* f, size_t off) {
-  return static_cast<uint16_t>(f[off] << 8 | f[off + 1]);
-}
-
-// ARP, and ICMPv6 neighbour solicitation/advertisement (untagged, no extension
-// headers): what the control thread learns neighbours from. Checked before
-// the pipeline rewrites requests into replies in place.
-bool IsNeighborFrame(const uint8_t* f, uint16_t len) {
-  if (len < kEthernetHeaderLen + 2) return false;
-  uint16_t et = EtherTypeAt(f, 12);
-  if (et == kEtherTypeArp) return true;
-  if (et != kEtherTypeIpv6 || len < kEthernetHeaderLen + 40 + 1) return false;
-  const uint8_t* ip = f + kEthernetHeaderLen;
-  uint8_t type = ip[40];
-  return ip[6] == kIpProtoIcmpv6 && (type == 135 || type == 136);
-}
-
-void CopyToControl(const WorkerContext& c, const uint8_t* f, uint16_t len) {
-  rte_mbuf* m = rte_pktmbuf_alloc(c.pool);
-  if (m == nullptr) {
+// Hands a frame (ARP reply, neighbour advertisement) to the control thread,
+// which learns next-hop MACs from it and frees it.
+bool ToControl(const WorkerContext& c, rte_mbuf* m) {
+  if (rte_ring_mp_enqueue(c.to_control, m) != 0) {
     c.counters->control_full.Add(1);
-    return;
-  }
-  uint16_t n = std::min(len, kControlCopyBytes);
-  char* dst = rte_pktmbuf_append(m, n);
-  if (dst != nullptr) std::memcpy(dst, f, n);
-  if (dst == nullptr || rte_ring_mp_enqueue(c.to_control, m) != 0) {
-    rte_pktmbuf_free(m);
-    c.counters->control_full.Add(1);
-    return;
+    return false;
   }
   c.counters->to_control.Add(1);
+  return true;
 }
 
 }  // namespace
@@ -89,7 +66,6 @@ int WorkerMain(void* arg) {
         r.len = rte_pktmbuf_data_len(m);
         r.headroom = rte_pktmbuf_headroom(m);
         r.tailroom = rte_pktmbuf_tailroom(m);
-        if (IsNeighborFrame(r.data, r.len)) CopyToControl(c, r.data, r.len);
         kept[np++] = m;
       }
       if (state != nullptr) {
@@ -135,6 +111,9 @@ int WorkerMain(void* arg) {
             drop[ndrop++] = m;
             break;
           }
+          case PacketAction::kToControl:
+            if (!ToControl(c, m)) drop[ndrop++] = m;
+            break;
           case PacketAction::kDrop:
             drop[ndrop++] = m;
             break;

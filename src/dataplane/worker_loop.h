@@ -17,15 +17,12 @@ struct rte_ring;
 namespace maglb {
 
 inline constexpr uint16_t kRxBurst = 32;
-/// Frames copied for the control thread are cut to this many bytes: ARP and
-/// neighbour discovery fit.
-inline constexpr uint16_t kControlCopyBytes = 256;
 
 /// Counters of the loop around the pipeline (the pipeline counts the rest).
 struct alignas(64) LoopCounters {
   Counter tx_full;          ///< frames the TX queue refused (freed)
   Counter rx_multiseg;      ///< multi-segment frames (jumbo/LRO): dropped
-  Counter to_control;       ///< ARP / ND frames copied to the control thread
+  Counter to_control;       ///< ARP replies / neighbour adverts passed to the control thread
   Counter control_full;     ///< ... that found the control ring full
   Counter control_sent;     ///< frames the control thread asked us to send
   Counter extra_alloc_fail; ///< fragments lost for want of a buffer
