@@ -10,7 +10,7 @@ PACKAGES=(
   libdpdk-dev dpdk-dev
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev
-  iproute2 ethtool nftables procps psmisc curl
+  iproute2 ethtool nftables procps psmisc curl iputils-ping
   python3 python3-scapy tshark
   gnuplot-nox
 )
