@@ -1,0 +1,484 @@
+#include "maglb/pipeline.h"
+
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "maglb/flow_hash.h"
+#include "maglb/lb_state.h"
+#include "packet_builder.h"
+
+namespace maglb {
+namespace {
+
+using testing::Bytes;
+using testing::Eth;
+using testing::Ip;
+using testing::Ip4;
+using testing::Ip6;
+using testing::Mac;
+
+constexpr uint64_t kSec = 1'000'000'000ULL;
+constexpr uint64_t kT0 = 5000 * kSec;
+constexpr size_t kHeadroom = 128;
+const MacAddress kPortMac = Mac("02:00:00:00:00:01");  // Eth{}.dst: frames arrive for us
+const MacAddress kGatewayMac = Mac("02:00:00:00:00:fe");
+
+VipConfig Vip(std::string name, std::string addr, Protocol proto, uint16_t port, Forwarding fwd,
+              std::vector<std::pair<std::string, uint32_t>> backends, int subnet) {
+  VipConfig v;
+  v.name = std::move(name);
+  v.address = Ip(addr);
+  v.protocol = proto;
+  v.port = port;
+  v.forwarding = fwd;
+  v.table_size = 251;
+  for (auto& [n, w] : backends) {
+    v.backends.push_back({n, Ip(absl::StrCat("203.0.", subnet, ".", v.backends.size() + 1)), w, 0});
+  }
+  return v;
+}
+
+Config BaseConfig() {
+  Config c;
+  c.source = "pipeline_test.toml";
+  c.lb.ipv4 = Ip("192.0.2.10");
+  c.lb.ipv6 = Ip("2001:db8::10");
+  c.lb.gateway_v4 = Ip("192.0.2.1");
+  c.lb.mtu = 1500;
+  c.neighbors.push_back({Ip("192.0.2.1"), kGatewayMac, 0});
+  c.vips.push_back(Vip("web", "198.51.100.80", Protocol::kTcp, 80, Forwarding::kGre,
+                       {{"a", 1}, {"b", 1}, {"c", 1}}, 113));
+  c.vips.push_back(Vip("dns", "198.51.100.53", Protocol::kUdp, 53, Forwarding::kIpip,
+                       {{"d1", 1}, {"d2", 1}}, 114));
+  VipConfig dsr = Vip("dsr", "198.51.100.90", Protocol::kTcp, 80, Forwarding::kL2Dsr, {{"l1", 1}}, 115);
+  c.neighbors.push_back({dsr.backends[0].address, Mac("02:00:00:00:15:01"), 0});
+  c.vips.push_back(dsr);
+  return c;
+}
+
+std::unique_ptr<const LbState> Build(const Config& c, const LbState* prev = nullptr) {
+  LbStateOptions opts;
+  opts.port_mac = kPortMac;
+  auto s = prev ? BuildLbState(c, prev) : BuildLbState(c, nullptr, opts);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return *std::move(s);
+}
+
+// A packet in a buffer with headroom and tailroom, as an mbuf would hold it.
+struct Buf {
+  explicit Buf(const Bytes& frame) : storage(kHeadroom + frame.size() + 256) {
+    std::memcpy(storage.data() + kHeadroom, frame.data(), frame.size());
+    ref.data = storage.data() + kHeadroom;
+    ref.len = static_cast<uint16_t>(frame.size());
+    ref.headroom = kHeadroom;
+    ref.tailroom = 256;
+  }
+  Bytes Out() const {
+    const uint8_t* p = ref.data + ref.offset;
+    return Bytes(p, p + ref.out_len);
+  }
+  std::vector<uint8_t> storage;
+  PacketRef ref;
+};
+
+Bytes TcpFrame(const std::string& client, uint16_t sport, const std::string& vip, uint8_t flags,
+               size_t payload = 0, bool df = true) {
+  Ip4 h;
+  h.src = Ip(client);
+  h.dst = Ip(vip);
+  h.proto = 6;
+  h.df = df;
+  return testing::Frame4(h, testing::Tcp(sport, 80, flags, payload));
+}
+
+std::string Client(int i) { return absl::StrCat("10.", (i >> 16) & 255, ".", (i >> 8) & 255, ".", i & 255); }
+
+class PipelineTest : public ::testing::Test {
+ protected:
+  PipelineTest() : worker_(CtConfig()) { state_ = Build(BaseConfig()); }
+
+  static ConntrackConfig CtConfig() {
+    ConntrackConfig c;
+    c.capacity = 1 << 16;
+    return c;
+  }
+
+  PacketRef Run(Buf& b, uint64_t now = kT0) {
+    worker_.ProcessPacket(b.ref, *state_, now);
+    return b.ref;
+  }
+
+  // The backend (by name) that a forwarded frame was sent to: the outer
+  // destination for GRE/IPIP, the destination MAC's backend for L2 DSR.
+  std::string BackendOf(const Buf& b) const {
+    if (b.ref.action != PacketAction::kTransmit) return "<not transmitted>";
+    const Bytes out = b.Out();
+    for (const VipState& v : state_->vips()) {
+      for (const BackendState& be : v.backends) {
+        if (v.forwarding == Forwarding::kL2Dsr) {
+          if (std::memcmp(out.data(), be.target.next_hop_mac.bytes.data(), 6) == 0) return be.name;
+        } else if (out.size() >= 34 && std::memcmp(out.data() + 30, be.target.backend.bytes.data(), 4) == 0) {
+          return be.name;
+        }
+      }
+    }
+    return "<unknown>";
+  }
+
+  std::string Send(const std::string& client, uint16_t sport, uint8_t flags, uint64_t now = kT0,
+                   const std::string& vip = "198.51.100.80") {
+    Buf b(TcpFrame(client, sport, vip, flags));
+    Run(b, now);
+    return BackendOf(b);
+  }
+
+  // What the current table would pick for a new flow.
+  std::string TableChoice(const std::string& client, uint16_t sport, const std::string& vip_name = "web") {
+    const VipState& v = *state_->FindVip(vip_name);
+    FlowKey k;
+    const IpAddress c = Ip(client);
+    std::memcpy(k.src.data(), c.bytes.data(), 4);
+    std::memcpy(k.dst.data(), v.address.bytes.data(), 4);
+    k.src_port = sport;
+    k.dst_port = 80;
+    k.protocol = 6;
+    return v.backends[v.table->Lookup(FlowHash(k, v.hash_seed))].name;
+  }
+
+  void Reload(const Config& c) { state_ = Build(c, state_.get()); }
+
+  uint64_t Drops(DropReason r) const { return worker_.counters().drops[static_cast<size_t>(r)].value(); }
+
+  Worker worker_;
+  std::unique_ptr<const LbState> state_;
+};
+
+TEST_F(PipelineTest, NewFlowIsEncapsulatedToTheTablesChoice) {
+  Buf b(TcpFrame("10.0.0.1", 40000, "198.51.100.80", kTcpSyn));
+  const Bytes in(b.ref.data, b.ref.data + b.ref.len);
+  Run(b);
+  ASSERT_EQ(b.ref.action, PacketAction::kTransmit);
+  EXPECT_EQ(BackendOf(b), TableChoice("10.0.0.1", 40000));
+  const Bytes out = b.Out();
+  EXPECT_EQ(b.ref.offset, -24);  // outer IPv4 (20) + GRE (4)
+  EXPECT_EQ(out.size(), in.size() + 24 - (in.size() - 14 - 40));  // padding dropped
+  EXPECT_EQ(std::memcmp(out.data(), kGatewayMac.bytes.data(), 6), 0);
+  EXPECT_EQ(std::memcmp(out.data() + 6, kPortMac.bytes.data(), 6), 0);
+  EXPECT_EQ(out[23], 47);  // GRE
+  EXPECT_EQ(std::memcmp(out.data() + 14 + 24, in.data() + 14, 40), 0);  // inner packet intact
+
+  const VipState& web = *state_->FindVip("web");
+  const WorkerCounters& c = worker_.counters();
+  EXPECT_EQ(c.vip[web.counter_slot].packets.value(), 1u);
+  EXPECT_EQ(c.vip[web.counter_slot].new_flows.value(), 1u);
+  EXPECT_EQ(c.tx_packets.value(), 1u);
+  EXPECT_EQ(worker_.conntrack().occupied(), 1u);
+}
+
+TEST_F(PipelineTest, EveryModeForwards) {
+  Ip4 h;
+  h.src = Ip("10.0.0.2");
+  h.dst = Ip("198.51.100.53");
+  h.proto = 17;
+  Buf udp(testing::Frame4(h, testing::Udp(5555, 53, 20)));
+  Run(udp);
+  ASSERT_EQ(udp.ref.action, PacketAction::kTransmit);
+  EXPECT_EQ(udp.Out()[23], 4);  // IP-in-IP
+  EXPECT_TRUE(BackendOf(udp) == "d1" || BackendOf(udp) == "d2");
+
+  Buf dsr(TcpFrame("10.0.0.3", 1234, "198.51.100.90", kTcpSyn));
+  Run(dsr);
+  ASSERT_EQ(dsr.ref.action, PacketAction::kTransmit);
+  EXPECT_EQ(dsr.ref.offset, 0);
+  EXPECT_EQ(BackendOf(dsr), "l1");
+}
+
+TEST_F(PipelineTest, FlowsStickAcrossAddingBackendsAndDraining) {
+  std::map<int, std::string> first;
+  for (int i = 0; i < 300; ++i) {
+    first[i] = Send(Client(i), 1000, kTcpSyn);
+    ASSERT_EQ(Send(Client(i), 1000, kTcpAck), first[i]);
+  }
+  // Add a backend and drain "a".
+  Config c = BaseConfig();
+  c.vips[0].backends[0].weight = 0;
+  c.vips[0].backends.push_back({"d", Ip("203.0.113.9"), 1, 0});
+  Reload(c);
+  int would_move = 0;
+  for (int i = 0; i < 300; ++i) {
+    would_move += TableChoice(Client(i), 1000) != first[i];
+    EXPECT_EQ(Send(Client(i), 1000, kTcpAck, kT0 + kSec), first[i]) << i;
+  }
+  EXPECT_GT(would_move, 100);  // the test means something: the table did change
+  // New flows follow the new table: "d" gets some, drained "a" none.
+  std::map<std::string, int> fresh;
+  for (int i = 1000; i < 1600; ++i) ++fresh[Send(Client(i), 2000, kTcpSyn, kT0 + kSec)];
+  EXPECT_EQ(fresh["a"], 0);
+  EXPECT_GT(fresh["d"], 100);
+}
+
+TEST_F(PipelineTest, FlowsOfARemovedBackendMoveOthersStay) {
+  std::map<int, std::string> first;
+  for (int i = 0; i < 300; ++i) first[i] = Send(Client(i), 1000, kTcpSyn);
+  Config c = BaseConfig();
+  c.vips[0].backends.erase(c.vips[0].backends.begin());  // remove "a"
+  Reload(c);
+  int moved = 0;
+  for (int i = 0; i < 300; ++i) {
+    const std::string now = Send(Client(i), 1000, kTcpAck, kT0 + kSec);
+    if (first[i] == "a") {
+      EXPECT_EQ(now, TableChoice(Client(i), 1000)) << i;
+      ++moved;
+      // And it stays there.
+      EXPECT_EQ(Send(Client(i), 1000, kTcpAck, kT0 + 2 * kSec), now);
+    } else {
+      EXPECT_EQ(now, first[i]) << i;
+    }
+  }
+  EXPECT_GT(moved, 50);
+  EXPECT_EQ(worker_.counters().repinned.value(), static_cast<uint64_t>(moved));
+}
+
+TEST_F(PipelineTest, UnknownNonSynFlowIsForwardedAndTracked) {
+  const std::string b = Send("10.9.9.9", 7777, kTcpAck);
+  EXPECT_EQ(b, TableChoice("10.9.9.9", 7777));
+  EXPECT_EQ(worker_.conntrack().occupied(), 1u);
+  EXPECT_EQ(worker_.counters().untracked.value(), 0u);
+  // Tracked from now on: a table change does not move it.
+  Config c = BaseConfig();
+  c.vips[0].backends.push_back({"d", Ip("203.0.113.9"), 5, 0});
+  Reload(c);
+  EXPECT_EQ(Send("10.9.9.9", 7777, kTcpAck, kT0 + kSec), b);
+}
+
+TEST_F(PipelineTest, ExpiredFlowIsPlacedAgain) {
+  const std::string first = Send("10.0.0.7", 5000, kTcpAck);
+  // Remove every other backend so the table surely picks another one later.
+  Config c = BaseConfig();
+  auto& web = c.vips[0].backends;
+  web.erase(std::remove_if(web.begin(), web.end(), [&](const BackendConfig& b) { return b.name == first; }),
+            web.end());
+  web.push_back({first, Ip("203.0.113.77"), 0, 0});  // still configured, draining
+  Reload(c);
+  const VipState& v = *state_->FindVip("web");
+  // Within the established timeout: pinned to the draining backend.
+  EXPECT_EQ(Send("10.0.0.7", 5000, kTcpAck, kT0 + 3000 * kSec), first);
+  // Idle for longer than the timeout: a new flow, placed by the current table.
+  const std::string later = Send("10.0.0.7", 5000, kTcpAck, kT0 + 3000 * kSec + 3601 * kSec);
+  EXPECT_NE(later, first);
+  EXPECT_EQ(later, TableChoice("10.0.0.7", 5000));
+  EXPECT_EQ(worker_.counters().vip[v.counter_slot].new_flows.value(), 2u);
+}
+
+TEST_F(PipelineTest, SynReusingAClosingFlowsTupleIsANewConnection) {
+  const std::string first = Send("10.0.0.8", 6000, kTcpSyn);
+  EXPECT_EQ(Send("10.0.0.8", 6000, kTcpAck), first);
+  EXPECT_EQ(Send("10.0.0.8", 6000, kTcpFin | kTcpAck), first);
+  Config c = BaseConfig();
+  for (auto& b : c.vips[0].backends) {
+    if (b.name == first) b.weight = 0;  // draining: no new connections
+  }
+  Reload(c);
+  EXPECT_EQ(Send("10.0.0.8", 6000, kTcpAck, kT0 + kSec), first);  // last ACK of the old one
+  const std::string next = Send("10.0.0.8", 6000, kTcpSyn, kT0 + 2 * kSec);
+  EXPECT_NE(next, first);
+  EXPECT_EQ(next, TableChoice("10.0.0.8", 6000));
+}
+
+TEST_F(PipelineTest, TwoPacketsOfOneNewFlowInABurstShareOneEntry) {
+  Buf a(TcpFrame("10.0.1.1", 1111, "198.51.100.80", kTcpSyn));
+  Buf b(TcpFrame("10.0.1.1", 1111, "198.51.100.80", kTcpAck));
+  PacketRef refs[2] = {a.ref, b.ref};
+  worker_.ProcessBurst(refs, 2, *state_, kT0);
+  a.ref = refs[0];
+  b.ref = refs[1];
+  EXPECT_EQ(BackendOf(a), BackendOf(b));
+  EXPECT_EQ(worker_.conntrack().occupied(), 1u);
+  EXPECT_EQ(worker_.counters().vip[state_->FindVip("web")->counter_slot].new_flows.value(), 1u);
+}
+
+TEST_F(PipelineTest, ABurstGivesWhatSinglePacketsGive) {
+  Worker single(CtConfig());
+  std::vector<Bytes> frames;
+  for (int i = 0; i < 96; ++i) {
+    frames.push_back(TcpFrame(Client(i % 40), static_cast<uint16_t>(3000 + i % 7), "198.51.100.80",
+                              i < 40 ? kTcpSyn : kTcpAck, i));
+  }
+  std::vector<Buf> burst, one;
+  for (const Bytes& f : frames) {
+    burst.emplace_back(f);
+    one.emplace_back(f);
+  }
+  std::vector<PacketRef> refs;
+  for (Buf& b : burst) refs.push_back(b.ref);
+  worker_.ProcessBurst(refs.data(), refs.size(), *state_, kT0);
+  for (size_t i = 0; i < refs.size(); ++i) burst[i].ref = refs[i];
+  for (Buf& b : one) single.ProcessPacket(b.ref, *state_, kT0);
+  for (size_t i = 0; i < frames.size(); ++i) {
+    ASSERT_EQ(burst[i].ref.action, one[i].ref.action) << i;
+    EXPECT_EQ(burst[i].Out(), one[i].Out()) << i;
+  }
+  EXPECT_EQ(worker_.conntrack().occupied(), single.conntrack().occupied());
+}
+
+TEST_F(PipelineTest, DropsAreCountedByReason) {
+  Buf novip(TcpFrame("10.0.0.1", 1, "198.51.100.200", kTcpSyn));
+  Run(novip);
+  EXPECT_EQ(novip.ref.action, PacketAction::kDrop);
+  EXPECT_EQ(novip.ref.reason, DropReason::kNoVip);
+  EXPECT_EQ(Drops(DropReason::kNoVip), 1u);
+
+  Buf runt(Bytes(10, 0));
+  Run(runt);
+  EXPECT_EQ(runt.ref.reason, DropReason::kTooShort);
+  EXPECT_EQ(Drops(DropReason::kTooShort), 1u);
+
+  Config c = BaseConfig();
+  for (auto& b : c.vips[0].backends) b.weight = 0;
+  Reload(c);
+  Buf nobackend(TcpFrame("10.0.0.1", 2, "198.51.100.80", kTcpSyn));
+  Run(nobackend);
+  EXPECT_EQ(nobackend.ref.reason, DropReason::kNoBackend);
+  EXPECT_EQ(Drops(DropReason::kNoBackend), 1u);
+}
+
+TEST_F(PipelineTest, UnresolvedNextHopIsDroppedNotSentToAZeroMac) {
+  Config c = BaseConfig();
+  c.neighbors.clear();  // no gateway MAC, no DSR backend MAC
+  state_ = Build(c);
+  Buf b(TcpFrame("10.0.0.1", 1, "198.51.100.80", kTcpSyn));
+  Run(b);
+  EXPECT_EQ(b.ref.action, PacketAction::kDrop);
+}
+
+TEST_F(PipelineTest, AnswersArpEchoAndNeighborSolicitation) {
+  Buf arp(testing::Frame({.dst = Mac("ff:ff:ff:ff:ff:ff")}, 0x0806,
+                         testing::Arp(1, Mac("02:00:00:00:00:02"), Ip("192.0.2.1"), MacAddress{},
+                                      Ip("192.0.2.10"))));
+  Run(arp);
+  ASSERT_EQ(arp.ref.action, PacketAction::kReply);
+  EXPECT_EQ(arp.Out()[21], 2);  // ARP reply
+
+  Buf arp_reply(testing::Frame({}, 0x0806,
+                               testing::Arp(2, Mac("02:00:00:00:00:02"), Ip("192.0.2.1"), kPortMac,
+                                            Ip("192.0.2.10"))));
+  Run(arp_reply);
+  EXPECT_EQ(arp_reply.ref.action, PacketAction::kToControl);
+
+  Ip4 h;
+  h.src = Ip("10.0.0.1");
+  h.dst = Ip("192.0.2.10");
+  h.proto = 1;
+  Buf echo(testing::Frame4(h, testing::Echo(false, 7, 1)));
+  Run(echo);
+  ASSERT_EQ(echo.ref.action, PacketAction::kReply);
+  EXPECT_EQ(echo.Out()[34], 0);  // echo reply
+
+  Ip6 h6;
+  h6.src = Ip("2001:db8::99");
+  h6.dst = Ip("ff02::1:ff00:10");
+  h6.proto = 58;
+  h6.hop_limit = 255;
+  Bytes body(Ip("2001:db8::10").bytes.begin(), Ip("2001:db8::10").bytes.end());
+  const Bytes opt = {1, 1, 0x02, 0, 0, 0, 0, 0x99};
+  body.insert(body.end(), opt.begin(), opt.end());
+  Buf ns(testing::Frame6(h6, testing::Icmp(135, 0, 0, body)));
+  Run(ns);
+  ASSERT_EQ(ns.ref.action, PacketAction::kReply) << static_cast<int>(ns.ref.reason);
+  EXPECT_EQ(ns.Out()[54], 136);  // neighbour advertisement
+  const WorkerCounters& c = worker_.counters();
+  EXPECT_EQ(c.local[static_cast<size_t>(LocalCounter::kArpReplies)].value(), 1u);
+  EXPECT_EQ(c.local[static_cast<size_t>(LocalCounter::kEchoReplies)].value(), 1u);
+  EXPECT_EQ(c.local[static_cast<size_t>(LocalCounter::kNdReplies)].value(), 1u);
+}
+
+TEST_F(PipelineTest, TooBigWithDfIsAnsweredWithFragmentationNeeded) {
+  // 1500-byte IP packet + 24 bytes of GRE/IPv4 > MTU 1500.
+  Buf b(TcpFrame("10.0.0.1", 4000, "198.51.100.80", kTcpAck, 1500 - 40));
+  Run(b);
+  ASSERT_EQ(b.ref.action, PacketAction::kReply);
+  const Bytes out = b.Out();
+  EXPECT_EQ(out[23], 1);               // ICMP
+  EXPECT_EQ(out[34], 3);               // destination unreachable
+  EXPECT_EQ(out[35], 4);               // fragmentation needed
+  EXPECT_EQ(out[40] << 8 | out[41], 1476);  // next-hop MTU
+  EXPECT_EQ(Drops(DropReason::kMtuExceeded), 1u);
+}
+
+TEST_F(PipelineTest, TooBigWithoutDfIsFragmentedInsideTheTunnel) {
+  Buf b(TcpFrame("10.0.0.1", 4001, "198.51.100.80", kTcpAck, 2000, /*df=*/false));
+  Run(b);
+  ASSERT_EQ(b.ref.action, PacketAction::kExtra);
+  ASSERT_GE(b.ref.extra_count, 2);
+  const auto frames = worker_.extra_frames();
+  size_t inner_payload = 0;
+  for (uint16_t i = 0; i < b.ref.extra_count; ++i) {
+    const ExtraFrame& f = frames[b.ref.extra_first + i];
+    EXPECT_LE(f.len, 14u + 1500u);
+    EXPECT_EQ(f.data[23], 47);  // GRE
+    const uint8_t* inner = f.data + 14 + 24;
+    inner_payload += (inner[2] << 8 | inner[3]) - (inner[0] & 0xF) * 4;
+  }
+  EXPECT_EQ(inner_payload, 20u + 2000u);  // TCP header + payload, all there
+}
+
+TEST_F(PipelineTest, IcmpErrorFollowsItsFlowsBackend) {
+  const std::string first = Send("10.0.0.5", 5555, kTcpSyn);
+  // Move the table away from it without removing its backend.
+  Config c = BaseConfig();
+  for (auto& b : c.vips[0].backends) {
+    if (b.name == first) b.weight = 0;
+  }
+  Reload(c);
+  // A router on the way back to the client says the backend's reply was too big.
+  Ip4 inner;
+  inner.src = Ip("198.51.100.80");
+  inner.dst = Ip("10.0.0.5");
+  inner.proto = 6;
+  Bytes embedded = testing::Ipv4(inner, testing::Tcp(80, 5555, kTcpAck, 100));
+  embedded.resize(28);
+  Ip4 outer;
+  outer.src = Ip("192.0.2.77");
+  outer.dst = Ip("198.51.100.80");
+  outer.proto = 1;
+  Buf err(testing::Frame4(outer, testing::Icmp(3, 4, 1400, embedded)));
+  Run(err, kT0 + kSec);
+  EXPECT_EQ(BackendOf(err), first);
+  EXPECT_EQ(worker_.counters().local[static_cast<size_t>(LocalCounter::kIcmpErrorsRouted)].value(), 1u);
+}
+
+TEST_F(PipelineTest, CountersSumByNameAndReusedSlotsStartAtZero) {
+  for (int i = 0; i < 50; ++i) Send(Client(i), 1, kTcpSyn);
+  Worker other(CtConfig());
+  Buf b(TcpFrame("10.0.0.1", 1, "198.51.100.80", kTcpSyn));
+  other.ProcessPacket(b.ref, *state_, kT0);
+  const Worker* workers[] = {&worker_, &other};
+  CounterTotals t = SumCounters(*state_, workers);
+  ASSERT_EQ(t.vips.size(), 3u);
+  EXPECT_EQ(t.vips[0].name, "web");
+  EXPECT_EQ(t.vips[0].counters.packets, 51u);
+  uint64_t sum = 0;
+  for (const auto& be : t.vips[0].backends) sum += be.counters.packets;
+  EXPECT_EQ(sum, 51u);
+  EXPECT_EQ(t.rx_packets, 51u);
+  EXPECT_EQ(t.conntrack_occupied.size(), 2u);
+
+  // Replace VIP "web" by "www": it inherits web's counter slot, not its counts.
+  Config c = BaseConfig();
+  c.vips[0].name = "www";
+  Reload(c);
+  EXPECT_EQ(state_->FindVip("www")->counter_slot, 0u);
+  Send("10.0.0.1", 9, kTcpSyn, kT0, "198.51.100.80");
+  t = SumCounters(*state_, workers);
+  EXPECT_EQ(t.vips[0].name, "www");
+  // The worker that adopted the new snapshot counts from zero; the other one
+  // has not adopted it yet and contributes nothing for the new owner.
+  EXPECT_EQ(t.vips[0].counters.packets, 1u);
+}
+
+}  // namespace
+}  // namespace maglb
