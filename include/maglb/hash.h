@@ -8,8 +8,10 @@
 #ifndef MAGLB_HASH_H_
 #define MAGLB_HASH_H_
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string_view>
 
@@ -24,6 +26,12 @@ inline uint64_t Xxh64(std::string_view s, uint64_t seed) {
 
 inline uint64_t Xxh64(std::span<const uint8_t> bytes, uint64_t seed) {
   return Xxh64(bytes.data(), bytes.size(), seed);
+}
+
+/// Writes v as 8 little-endian bytes (one store on little-endian hosts).
+inline void StoreLe64(uint64_t v, uint8_t* out) {
+  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
+  std::memcpy(out, &v, 8);
 }
 
 /// Streaming XXH64 for data that arrives in pieces; gives the same result as

@@ -1,5 +1,6 @@
 #include "maglb/hash.h"
 
+#include <bit>
 #include <cstring>
 
 namespace maglb {
@@ -13,15 +14,19 @@ constexpr uint64_t kP5 = 0x27D4EB2F165667C5ULL;
 
 inline uint64_t Rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 
-// Explicit little-endian loads: the result must not depend on host byte order.
+// Little-endian loads whatever the host order: the result must not depend
+// on it. (memcpy compiles to one load; the swap only exists on big-endian.)
 inline uint64_t LoadLe64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
   return v;
 }
 inline uint32_t LoadLe32(const uint8_t* p) {
-  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 |
-         uint32_t{p[3]} << 24;
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap32(v);
+  return v;
 }
 
 inline uint64_t Round(uint64_t acc, uint64_t input) {
@@ -129,7 +134,7 @@ void Xxh64Stream::Update(const void* data, size_t len) {
 
 void Xxh64Stream::UpdateU64(uint64_t v) {
   uint8_t b[8];
-  for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(v >> (8 * i));
+  StoreLe64(v, b);
   Update(b, 8);
 }
 

@@ -1,5 +1,6 @@
 #include "maglb/lookup_table.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "maglb/hash.h"
@@ -17,9 +18,18 @@ LookupTable::LookupTable(std::vector<uint16_t> slots,
   for (size_t i = 0; i < backend_names_.size(); ++i) {
     name_hashes[i] = Xxh64(backend_names_[i], kFingerprintSeed);
   }
+  // Little-endian bytes in blocks: one streaming call per 4 KiB, not per slot.
   Xxh64Stream stream(kFingerprintSeed);
   stream.UpdateU64(slots_.size());
-  for (uint16_t b : slots_) stream.UpdateU64(name_hashes[b]);
+  constexpr size_t kBlock = 512;
+  uint8_t block[kBlock * 8];
+  for (size_t i = 0; i < slots_.size(); i += kBlock) {
+    const size_t n = std::min(kBlock, slots_.size() - i);
+    for (size_t k = 0; k < n; ++k) {
+      StoreLe64(name_hashes[slots_[i + k]], block + 8 * k);
+    }
+    stream.Update(block, n * 8);
+  }
   fingerprint_ = stream.Digest();
 }
 
