@@ -1,0 +1,306 @@
+"""Harness of maglb's end-to-end tests: brings the namespace testbed up, runs
+maglb in it, drives real traffic from the client namespace, reads counters
+with `maglbctl stats --format json`, and always tears everything down.
+
+Environment: MAGLB_BUILD_DIR (the meson build directory), MAGLB_SOURCE_DIR.
+Exit code 77 (meson: skipped) when not root or namespaces are unavailable.
+"""
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+SOURCE_DIR = os.environ.get("MAGLB_SOURCE_DIR") or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD_DIR = os.environ.get("MAGLB_BUILD_DIR") or os.path.join(SOURCE_DIR, "build")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import backend_server  # noqa: E402  (stream_bytes: the body the client checks)
+
+MAGLB = os.path.join(BUILD_DIR, "src", "daemon", "maglb")
+MAGLBCTL = os.path.join(BUILD_DIR, "src", "ctl", "maglbctl")
+TESTBED = os.path.join(SOURCE_DIR, "scripts", "testbed.sh")
+BACKENDS = {"be1": "10.0.0.11", "be2": "10.0.0.12", "be3": "10.0.0.13", "be4": "10.0.0.14"}
+VIP = {"gre": "10.100.0.1", "ipip": "10.100.0.2", "l2dsr": "10.100.0.3"}
+LB_IP = "10.0.0.10"
+LB_IP6 = "fd00::10"
+LB_MAC = "02:4d:4c:00:00:0a"
+UDP_PORT = 7777
+
+
+class TestFailure(Exception):
+    pass
+
+
+def log(msg):
+    print("[%s] %s" % (time.strftime("%H:%M:%S"), msg), flush=True)
+
+
+def check(cond, msg):
+    if not cond:
+        raise TestFailure(msg)
+    log("ok: " + msg)
+
+
+def run(cmd, timeout=30, check_rc=True, **kw):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+    if check_rc and p.returncode != 0:
+        raise TestFailure("command failed (%d): %s\n%s%s" % (p.returncode, " ".join(cmd), p.stdout, p.stderr))
+    return p
+
+
+def ns(name, *cmd, timeout=30, check_rc=True):
+    return run(["ip", "netns", "exec", name] + list(cmd), timeout=timeout, check_rc=check_rc)
+
+
+def config_text(vips=None, conntrack_capacity=65536):
+    """A testbed config. vips: {mode: {backend: weight}}, applied to the TCP
+    and the UDP VIP of that mode; default be1..be3 weight 1 everywhere."""
+    if vips is None:
+        vips = {m: {"be1": 1, "be2": 1, "be3": 1} for m in VIP}
+    out = ['[lb]', 'hash_seed = 0', 'ipv4 = "%s"' % LB_IP, 'ipv6 = "%s"' % LB_IP6,
+           'gateway_v4 = "10.0.0.1"', 'gateway_v6 = "fd00::1"', 'mtu = 1500', '',
+           '[conntrack]', 'capacity = %d' % conntrack_capacity, 'tcp_established_timeout_s = 600',
+           'udp_timeout_s = 30', '']
+    for mode, backends in vips.items():
+        for proto, port, kind in (("tcp", 80, "web"), ("udp", UDP_PORT, "echo")):
+            out += ['[[vip]]', 'name = "%s-%s"' % (kind, mode), 'address = "%s"' % VIP[mode],
+                    'protocol = "%s"' % proto, 'port = %d' % port, 'forwarding = "%s"' % mode,
+                    'table_size = 4099']
+            for b, w in backends.items():
+                out += ['  [[vip.backend]]', '  name = "%s"' % b, '  address = "%s"' % BACKENDS[b],
+                        '  weight = %d' % w]
+            out.append('')
+    return "\n".join(out) + "\n"
+
+
+class Testbed:
+    """Context manager: testbed up + maglb running; down and checks on exit."""
+
+    def __init__(self, config=None, workers=1):
+        self.config = config or config_text()
+        self.workers = workers
+        self.prefix = "mlb-e2e-%d" % os.getpid()
+        self.proc = None
+        self.expect_clean_exit = True
+
+    def __enter__(self):
+        if os.geteuid() != 0:
+            print("skipped: end-to-end tests need root (network namespaces)")
+            sys.exit(77)
+        for path in (MAGLB, MAGLBCTL):
+            if not os.path.exists(path):
+                raise TestFailure("%s not built" % path)
+        self.tmp = tempfile.mkdtemp(prefix="mlb-e2e-")
+        self.config_path = os.path.join(self.tmp, "maglb.toml")
+        self.log_path = os.path.join(self.tmp, "maglb.log")
+        with open(self.config_path, "w") as f:
+            f.write(self.config)
+        try:
+            env = dict(os.environ, BUILD_DIR=BUILD_DIR, MLB_STATE=os.path.join(self.tmp, "state"))
+            r = subprocess.run([TESTBED, "up"], capture_output=True, text=True, timeout=60, env=env)
+            if r.returncode != 0:
+                if "Operation not permitted" in r.stderr:
+                    print("skipped: cannot create network namespaces here")
+                    sys.exit(77)
+                raise TestFailure("testbed up failed:\n" + r.stdout + r.stderr)
+            self.start()
+        except BaseException:
+            self.teardown()
+            raise
+        return self
+
+    def start(self):
+        lcores = "0-%d" % self.workers if self.workers > 0 else "0"
+        cmd = ["ip", "netns", "exec", "mlb-lb", MAGLB, "--no-huge", "--no-pci", "-m", "256",
+               "-l", lcores, "--file-prefix", self.prefix, "--log-level", "lib.eal:warning",
+               "--vdev=net_af_packet0,iface=lb0,qpairs=%d" % max(1, self.workers),
+               "--", "--config", self.config_path, "--idle-sleep-us", "50"]
+        self.log_file = open(self.log_path, "a")
+        self.proc = subprocess.Popen(cmd, stdout=self.log_file, stderr=subprocess.STDOUT)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise TestFailure("maglb exited at start (%d):\n%s" % (self.proc.returncode, self.read_log()))
+            if "started:" in self.read_log():
+                break
+            time.sleep(0.1)
+        else:
+            raise TestFailure("maglb did not start within 30 s:\n" + self.read_log())
+        # Wait until every next hop is resolved (ARP through the router's bridge).
+        self.wait_for(lambda: all(all(v["backend_next_hop_resolved"]) for v in self.stats()["vips"].values()),
+                      "all next hops resolved", 15)
+
+    def read_log(self):
+        try:
+            with open(self.log_path) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def stats(self):
+        r = run([MAGLBCTL, "stats", "--prefix", self.prefix, "--format", "json"], timeout=10)
+        return json.loads(r.stdout)
+
+    def wait_for(self, pred, what, timeout=10):
+        deadline = time.time() + timeout
+        last = None
+        while time.time() < deadline:
+            try:
+                if pred():
+                    return
+            except (TestFailure, KeyError, ValueError) as e:
+                last = e
+            time.sleep(0.2)
+        raise TestFailure("timed out after %ds waiting for %s (%s)\n%s" % (timeout, what, last, self.read_log()[-3000:]))
+
+    def generation(self):
+        return self.stats()["stats"]["generation"]
+
+    def write_config(self, text, atomic=True):
+        """Replaces the config file as an editor would (rename) or in place."""
+        if atomic:
+            tmp = self.config_path + ".new"
+            with open(tmp, "w") as f:
+                f.write(text)
+            os.rename(tmp, self.config_path)
+        else:
+            with open(self.config_path, "w") as f:
+                f.write(text)
+
+    def reload(self, text, atomic=True):
+        """Writes a valid config and waits until maglb serves it."""
+        gen = self.generation()
+        self.write_config(text, atomic)
+        self.wait_for(lambda: self.generation() > gen, "config generation > %d" % gen, 10)
+
+    def stop(self):
+        """SIGTERM; returns (exit code, log)."""
+        if self.proc is None:
+            return None, self.read_log()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait(timeout=5)
+            self.expect_clean_exit = False
+        self.proc = None
+        return rc, self.read_log()
+
+    def teardown(self):
+        if self.proc is not None:
+            try:
+                self.stop()
+            except Exception:  # noqa: BLE001 - teardown must go on
+                pass
+        env = dict(os.environ, BUILD_DIR=BUILD_DIR, MLB_STATE=os.path.join(self.tmp, "state"))
+        subprocess.run([TESTBED, "down"], capture_output=True, timeout=60, env=env)
+        if hasattr(self, "log_file"):
+            self.log_file.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            if exc_type is None:
+                rc, text = self.stop()
+                check(rc == 0, "maglb exits with status 0 on SIGTERM (got %s)" % rc)
+                check(re.search(r"maglb: stopped on SIGTERM", text) is not None,
+                      "maglb logs its clean stop")
+            elif self.proc is not None:
+                print("---- maglb log ----\n" + self.read_log()[-6000:], flush=True)
+        finally:
+            self.teardown()
+        return False
+
+    # --- traffic from the client namespace ---
+
+    def curl_many(self, vip, n, timeout=60):
+        """n sequential HTTP requests (new connection each); {backend: count}."""
+        url = "http://%s/" % vip
+        r = ns("mlb-client", "curl", "-s", "-m", "5", "--retry", "0", "-H", "Connection: close",
+               *([url] * n), timeout=timeout, check_rc=False)
+        counts = {}
+        for line in r.stdout.split():
+            counts[line] = counts.get(line, 0) + 1
+        return counts
+
+    def udp_many(self, vip, n, timeout=30):
+        """n UDP echoes from n source ports; {backend: count} of the replies."""
+        code = (
+            "import socket,sys\n"
+            "counts={}\n"
+            "for i in range(%d):\n"
+            "  s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.settimeout(1.0)\n"
+            "  s.sendto(b'ping-%%d' %% i,('%s',%d))\n"
+            "  try:\n"
+            "    d,_=s.recvfrom(2048); name,_,rest=d.partition(b' ')\n"
+            "    if rest==b'ping-%%d' %% i: counts[name.decode()]=counts.get(name.decode(),0)+1\n"
+            "  except socket.timeout: pass\n"
+            "  s.close()\n"
+            "print(repr(counts))\n" % (n, vip, UDP_PORT))
+        r = ns("mlb-client", "/usr/bin/python3", "-c", code, timeout=timeout)
+        return eval(r.stdout.strip())  # noqa: S307 - our own repr of a dict of ints
+
+    def start_stream(self, vip, nbytes, delay_ms=20, chunk=16384):
+        """Starts a long download from the client; returns a Stream."""
+        return Stream(self, vip, nbytes, delay_ms, chunk)
+
+
+class Stream:
+    """curl downloading /stream in the background; check() verifies it."""
+
+    def __init__(self, tb, vip, nbytes, delay_ms, chunk):
+        self.nbytes = nbytes
+        self.body = os.path.join(tb.tmp, "stream-%s-%d.bin" % (vip, time.time_ns()))
+        self.headers = self.body + ".hdr"
+        url = "http://%s/stream?bytes=%d&chunk=%d&delay_ms=%d" % (vip, nbytes, chunk, delay_ms)
+        self.proc = subprocess.Popen(
+            ["ip", "netns", "exec", "mlb-client", "curl", "-s", "-S", "-m", "110", "-o", self.body,
+             "-D", self.headers, url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def backend(self, timeout=5):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                with open(self.headers) as f:
+                    m = re.search(r"X-Backend: (\S+)", f.read())
+                    if m:
+                        return m.group(1)
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise TestFailure("stream: no response headers within %ds" % timeout)
+
+    def running(self):
+        return self.proc.poll() is None
+
+    def finish(self, timeout=120):
+        out, err = self.proc.communicate(timeout=timeout)
+        with open(self.body, "rb") as f:
+            data = f.read()
+        return self.proc.returncode, err, data
+
+    def check(self, what, timeout=120):
+        rc, err, data = self.finish(timeout)
+        check(rc == 0, "%s: curl completed without error (rc %d %s)" % (what, rc, err.strip()))
+        check(len(data) == self.nbytes, "%s: %d of %d bytes received" % (what, len(data), self.nbytes))
+        want = hashlib.sha256(backend_server.stream_bytes(self.nbytes)).hexdigest()
+        got = hashlib.sha256(data).hexdigest()
+        check(got == want, "%s: body identical byte for byte (sha256 %s)" % (what, got[:16]))
+
+
+def main(test):
+    """Runs test() and maps the outcome to an exit code."""
+    t0 = time.time()
+    try:
+        test()
+    except TestFailure as e:
+        print("FAIL: %s" % e, flush=True)
+        sys.exit(1)
+    log("PASS in %.1fs" % (time.time() - t0))
