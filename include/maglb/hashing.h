@@ -145,10 +145,16 @@ absl::StatusOr<LookupTable> BuildRingTable(std::span<const BackendSpec> backends
 /// ties go to the byte-smaller name.
 ///
 /// Cost: M * N hash evaluations (one Fmix64 each) plus, per slot, one log per
-/// distinct weight (equal hashes within a weight order as their scores do, so
-/// only each weight group's winner is scored). About 0.1-0.3 s at M = 65537,
-/// N = 1000 on one core: a control-path cost paid on rebuild only. See
-/// bench/RESULTS.md for figures.
+/// distinct weight (within a weight, hashes order as their scores do, so only
+/// each weight group's winner is scored). Measured at M = 65537, N = 1000 on
+/// one core: about 70 ms with equal weights, 80-130 ms with three weights, 60x
+/// Maglev's build: a control-path cost paid on rebuild only, and the limit of
+/// this scheme (it grows as M * N; bench/RESULTS.md has the figures).
+///
+/// Determinism: with equal weights placement is pure integer arithmetic. With
+/// unequal weights the group winners are compared by std::log, which libm
+/// versions may round differently in the last place; two LB instances could
+/// then disagree only on a slot whose two best scores agree to about 1e-16.
 absl::StatusOr<LookupTable> BuildRendezvousTable(std::span<const BackendSpec> backends,
                                                  uint32_t m = kDefaultTableSize);
 

@@ -1,0 +1,83 @@
+#!/usr/bin/python3
+"""Checks `maglbctl analyze` end to end: its JSON parses, the invariants that
+theory guarantees hold in the figures it prints, and --plot writes a PNG.
+
+usage: check_analyze.py MAGLBCTL CONFIG.toml
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+CONSISTENT = {"ring", "rendezvous", "jump"}
+
+
+def run(args):
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    return {t["id"]: t for t in json.loads(out)["tables"]}
+
+
+def main():
+    ctl, config = sys.argv[1], sys.argv[2]
+    failures = []
+
+    def check(ok, what):
+        if not ok:
+            failures.append(what)
+
+    tables = run([ctl, "analyze", "--classic", "--format", "json"])
+    for tid in ("classic_add_4_to_5", "classic_add_10_to_11"):
+        for row in tables[tid]["rows"]:
+            if row["scheme"] in CONSISTENT:
+                check(row["between_old"] == 0, f"{tid}: {row['scheme']} moved keys between old servers")
+                check(row["moved"] == row["to_new"], f"{tid}: {row['scheme']} moved != to_new")
+            if row["scheme"] == "modulo":
+                check(abs(row["moved"] - row["moved_theory"]) < 0.02, f"{tid}: modulo far from theory")
+    for row in tables["classic_remove_1_of_5"]["rows"]:
+        if row["scheme"] in {"ring", "rendezvous"} or (row["scheme"] == "jump" and row["removed"] == "S4"):
+            check(row["between_survivors"] == 0, f"remove: {row['scheme']} {row['removed']} churned survivors")
+    for row in tables["table_disruption"]["rows"]:
+        if row["scheme"] in CONSISTENT:
+            check(row["add_between_survivors"] == 0, f"table add: {row['scheme']} N={row['N']} churned")
+        if row["scheme"] in {"ring", "rendezvous"}:
+            check(row["remove_between_survivors"] == 0, f"table remove: {row['scheme']} N={row['N']} churned")
+        if row["scheme"] == "maglev":
+            check(row["add_between_survivors"] <= 0.01, f"maglev N={row['N']} above its 1% bound")
+    rows = tables["bounded_load"]["rows"]
+    check({r["eps"] for r in rows} == {0.25, 0.1}, "bounded load: epsilons 0.25 and 0.1")
+    for row in rows:
+        check(row["over_bound"] == 0, f"bounded load: {row['scheme']} eps {row['eps']} over the bound")
+        if row["run"] == "arrivals":
+            check(row["max_load_bounded"] <= row["bound_at_end"],
+                  f"bounded load: {row['scheme']} eps {row['eps']} max load above bound")
+    balance = {r["scheme"]: r for r in tables["classic_balance"]["rows"]}
+    cvs = [balance[f"ring V={v}"]["sd/avg"] for v in (1, 10, 100, 1000)]
+    check(cvs == sorted(cvs, reverse=True), f"ring balance does not improve with V: {cvs}")
+
+    vips = run([ctl, "analyze", "--config", config, "--format", "json"])
+    check(len(vips) > 0, "--config: no VIP tables")
+    for t in vips.values():
+        schemes = [r["scheme"] for r in t["rows"]]
+        check(schemes == ["maglev", "ring", "rendezvous", "jump", "modulo"], f"{t['id']}: schemes {schemes}")
+        check(sum(r["configured"] == "*" for r in t["rows"]) == 1, f"{t['id']}: one configured scheme")
+
+    if shutil.which("gnuplot"):
+        with tempfile.TemporaryDirectory() as d:
+            for extra in (["--classic"], ["--config", config]):
+                png = os.path.join(d, "plot.png")
+                subprocess.run([ctl, "analyze", *extra, "--plot", png], check=True, capture_output=True)
+                with open(png, "rb") as f:
+                    check(f.read(8) == b"\x89PNG\r\n\x1a\n", f"--plot {extra}: not a PNG")
+    else:
+        print("gnuplot not installed: --plot not checked")
+
+    for f in failures:
+        print("FAIL:", f)
+    print(f"{len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
