@@ -5,6 +5,7 @@ with `maglbctl stats --format json`, and always tears everything down.
 Environment: MAGLB_BUILD_DIR (the meson build directory), MAGLB_SOURCE_DIR.
 Exit code 77 (meson: skipped) when not root or namespaces are unavailable.
 """
+import fcntl
 import hashlib
 import json
 import os
@@ -31,6 +32,10 @@ LB_IP = "10.0.0.10"
 LB_IP6 = "fd00::10"
 LB_MAC = "02:4d:4c:00:00:0a"
 UDP_PORT = 7777
+# The testbed's namespaces are global to the host: concurrent runs (two build
+# directories testing at once) would tear each other's down. They take turns.
+LOCK_PATH = "/run/mlb-testbed.lock"
+LOCK_WAIT_S = 240
 
 
 class TestFailure(Exception):
@@ -96,6 +101,16 @@ class Testbed:
         for path in (MAGLB, MAGLBCTL):
             if not os.path.exists(path):
                 raise TestFailure("%s not built" % path)
+        self.lock = open(LOCK_PATH, "w")
+        deadline = time.time() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.time() > deadline:
+                    raise TestFailure("another testbed run held %s for %d s" % (LOCK_PATH, LOCK_WAIT_S))
+                time.sleep(0.5)
         self.tmp = tempfile.mkdtemp(prefix="mlb-e2e-")
         self.config_path = os.path.join(self.tmp, "maglb.toml")
         self.log_path = os.path.join(self.tmp, "maglb.log")
@@ -204,6 +219,7 @@ class Testbed:
         if hasattr(self, "log_file"):
             self.log_file.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
+        self.lock.close()  # releases the flock
 
     def __exit__(self, exc_type, exc, tb):
         try:
