@@ -131,9 +131,13 @@ class Testbed:
         return self
 
     def start(self):
-        lcores = "0-%d" % self.workers if self.workers > 0 else "0"
+        # lcore 0 (control) on CPU 0, workers spread over the other CPUs (a
+        # 2-CPU CI machine runs two workers on CPU 1: they sleep when idle).
+        cpus = os.cpu_count() or 1
+        lcores = ",".join(["0@0"] + ["%d@%d" % (i, 1 + (i - 1) % (cpus - 1) if cpus > 1 else 0)
+                                     for i in range(1, self.workers + 1)])
         cmd = ["ip", "netns", "exec", "mlb-lb", MAGLB, "--no-huge", "--no-pci", "-m", "256",
-               "-l", lcores, "--file-prefix", self.prefix, "--log-level", "lib.eal:warning",
+               "--lcores", lcores, "--file-prefix", self.prefix, "--log-level", "lib.eal:warning",
                "--vdev=net_af_packet0,iface=lb0,qpairs=%d" % max(1, self.workers),
                "--", "--config", self.config_path, "--idle-sleep-us", "50"]
         self.log_file = open(self.log_path, "a")

@@ -20,7 +20,8 @@ def shares_ok(counts, backends, n, tolerance=0.4):
 
 
 def test():
-    with lbtest.Testbed() as tb:
+    # Two workers: two queue pairs (net_af_packet's kernel fanout spreads flows).
+    with lbtest.Testbed(workers=2) as tb:
         backends = ["be1", "be2", "be3"]
         for mode, vip in VIP.items():
             counts = tb.curl_many(vip, HTTP_REQUESTS)
@@ -38,6 +39,9 @@ def test():
             v = s["vips"]["web-" + mode]
             check(sum(v["backend_new_flows"]) >= HTTP_REQUESTS and v["packets"] > 0,
                   "web-%s counters: %d new flows, %d packets" % (mode, sum(v["backend_new_flows"]), v["packets"]))
+        occupied = s["stats"]["conntrack_occupied_per_worker"]
+        check(len(occupied) == 2 and all(n > 0 for n in occupied),
+              "both workers track flows (conntrack occupancy per worker: %s)" % occupied)
         check(len({v["fingerprint"] for v in s["vips"].values()}) == 1,
               "equal backend sets give equal table fingerprints across VIPs")
         # The fingerprint maglbctl computes offline from the same file matches.
