@@ -27,7 +27,9 @@ MAGLB = os.path.join(BUILD_DIR, "src", "daemon", "maglb")
 MAGLBCTL = os.path.join(BUILD_DIR, "src", "ctl", "maglbctl")
 TESTBED = os.path.join(SOURCE_DIR, "scripts", "testbed.sh")
 BACKENDS = {"be1": "10.0.0.11", "be2": "10.0.0.12", "be3": "10.0.0.13", "be4": "10.0.0.14"}
+BACKENDS6 = {"be1": "fd00::11", "be2": "fd00::12", "be3": "fd00::13", "be4": "fd00::14"}
 VIP = {"gre": "10.100.0.1", "ipip": "10.100.0.2", "l2dsr": "10.100.0.3"}
+VIP6 = {"gre": "fd00:100::1", "l2dsr": "fd00:100::3"}
 LB_IP = "10.0.0.10"
 LB_IP6 = "fd00::10"
 LB_MAC = "02:4d:4c:00:00:0a"
@@ -81,6 +83,16 @@ def config_text(vips=None, conntrack_capacity=65536):
                 out += ['  [[vip.backend]]', '  name = "%s"' % b, '  address = "%s"' % BACKENDS[b],
                         '  weight = %d' % w]
             out.append('')
+    # IPv6 VIPs: 6-in-4 GRE to the backends' IPv4 addresses, and L2 DSR to
+    # their IPv6 addresses (resolved by neighbour discovery).
+    for name, addr, mode, v6_backends in (("web6-gre", VIP6["gre"], "gre", False),
+                                          ("web6-l2dsr", VIP6["l2dsr"], "l2dsr", True)):
+        out += ['[[vip]]', 'name = "%s"' % name, 'address = "%s"' % addr, 'protocol = "tcp"',
+                'port = 80', 'forwarding = "%s"' % mode, 'table_size = 4099']
+        for b in ("be1", "be2", "be3"):
+            out += ['  [[vip.backend]]', '  name = "%s"' % b,
+                    '  address = "%s"' % (BACKENDS6[b] if v6_backends else BACKENDS[b])]
+        out.append('')
     return "\n".join(out) + "\n"
 
 
@@ -242,7 +254,7 @@ class Testbed:
 
     def curl_many(self, vip, n, timeout=60):
         """n sequential HTTP requests (new connection each); {backend: count}."""
-        url = "http://%s/" % vip
+        url = "http://[%s]/" % vip if ":" in vip else "http://%s/" % vip
         r = ns("mlb-client", "curl", "-s", "-m", "5", "--retry", "0", "-H", "Connection: close",
                *([url] * n), timeout=timeout, check_rc=False)
         counts = {}

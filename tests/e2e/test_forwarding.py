@@ -28,6 +28,12 @@ def test():
             log("tcp %-5s %s: %s" % (mode, vip, dict(sorted(counts.items()))))
             check(shares_ok(counts, backends, HTTP_REQUESTS),
                   "%s: %d curl requests all answered, each backend near 1/3" % (mode, HTTP_REQUESTS))
+        for mode, vip in lbtest.VIP6.items():
+            counts = tb.curl_many(vip, HTTP_REQUESTS // 2)
+            log("tcp6 %-5s %s: %s" % (mode, vip, dict(sorted(counts.items()))))
+            check(shares_ok(counts, backends, HTTP_REQUESTS // 2),
+                  "IPv6 VIP via %s: %d curl requests all answered, each backend near 1/3" %
+                  (mode, HTTP_REQUESTS // 2))
         for mode, vip in VIP.items():
             counts = tb.udp_many(vip, UDP_REQUESTS)
             log("udp %-5s %s: %s" % (mode, vip, dict(sorted(counts.items()))))
