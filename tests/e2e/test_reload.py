@@ -5,6 +5,7 @@ re-weighting and removing *other* backends byte for byte; a drained backend
 new connections; an invalid edit is refused (file:line logged) while traffic
 goes on, and the corrected file is picked up."""
 import re
+import signal
 
 import lbtest
 from lbtest import VIP, check, log
@@ -83,6 +84,13 @@ def test():
         counts = tb.curl_many(VIP["gre"], NEW_CONNECTIONS)
         log("after undraining %s: %s" % (drained, counts))
         check(counts.get(drained, 0) > 0, "%s takes new connections again" % drained)
+
+        # 6. SIGHUP reloads too (for setups where inotify cannot see the file)
+        gen = tb.generation()
+        tb.proc.send_signal(signal.SIGHUP)
+        tb.wait_for(lambda: tb.generation() == gen + 1, "generation %d after SIGHUP" % (gen + 1), 10)
+        check("reload (SIGHUP): generation %d: no VIP changed; 0 tables built" % (gen + 1) in tb.read_log(),
+              "SIGHUP reload logged; an unchanged file rebuilds no table")
 
 
 if __name__ == "__main__":
