@@ -46,14 +46,8 @@ nsx() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
 no_offload() { nsx "$1" ethtool -K "$2" tx off tso off gso off gro off >/dev/null 2>&1 || true; }
 
 down() {
-  # Processes we started (pid files), then anything still inside our
-  # namespaces (started by us: nothing else runs there).
-  if [ -d "$STATE" ]; then
-    for f in "$STATE"/*.pid; do
-      [ -e "$f" ] || continue
-      kill "$(cat "$f")" 2>/dev/null || true
-    done
-  fi
+  # The processes inside our namespaces (started by us: nothing else runs
+  # there). Not the pid files: after a crash their numbers may be reused.
   for ns in "${NAMESPACES[@]}"; do
     if ip netns list | grep -qw "^$ns"; then
       for pid in $(ip netns pids "$ns" 2>/dev/null); do kill "$pid" 2>/dev/null || true; done

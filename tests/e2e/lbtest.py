@@ -327,8 +327,15 @@ class Stream:
         check(got == want, "%s: body identical byte for byte (sha256 %s)" % (what, got[:16]))
 
 
+def _on_sigterm(signum, frame):
+    # meson's timeout sends SIGTERM: unwind through the with-blocks so that
+    # maglb is stopped and the testbed torn down.
+    raise KeyboardInterrupt("SIGTERM")
+
+
 def main(test):
     """Runs test() and maps the outcome to an exit code."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
     t0 = time.time()
     try:
         test()
