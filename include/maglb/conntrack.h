@@ -24,14 +24,42 @@
 #ifndef MAGLB_CONNTRACK_H_
 #define MAGLB_CONNTRACK_H_
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "maglb/config.h"
 #include "maglb/flow.h"
 
 namespace maglb {
+
+namespace conntrack_internal {
+// A prefetch the compiler must keep: GCC 12 deletes a loop whose only effect
+// is __builtin_prefetch (it did so for the pipeline's stage 2, silently
+// doubling the cost of a packet), but never a volatile asm.
+inline void PrefetchLine(const void* p) {
+#if defined(__x86_64__) || defined(__i386__)
+  asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
+#else
+  __builtin_prefetch(p, 0, 3);
+#endif
+}
+
+inline constexpr uint32_t kStateMask = 0xFF;
+inline constexpr uint8_t kEmpty = 0;
+// Signed distance in ticks from now to a deadline, modulo 2^32: positive
+// while the deadline is ahead. Ticks wrap after ~2.3 years of uptime; the
+// signed difference keeps comparisons right across the wrap.
+inline int32_t Remaining(uint32_t deadline, uint32_t now_tick) {
+  return static_cast<int32_t>(deadline - now_tick);
+}
+}  // namespace conntrack_internal
 
 /// What the conntrack remembers of a flow's TCP handshake. It sees only the
 /// client-to-VIP direction (backends answer directly), so the states are the
@@ -99,15 +127,46 @@ class Conntrack {
   /// Live flows at `now_ns`. O(capacity): tests and diagnostics only.
   size_t CountLive(uint64_t now_ns) const;
 
+  /// Where a flow's entry can be: its two buckets and its signature, computed
+  /// once per packet from ConntrackHash.
+  struct Probe {
+    uint32_t primary;
+    uint32_t secondary;
+    uint32_t sig;
+  };
+  Probe ProbeOf(uint64_t hash) const {
+    const uint32_t p = Primary(hash);
+    const uint32_t mixed = static_cast<uint32_t>(hash >> 16) * 0x9E3779B1u;
+    uint32_t s = static_cast<uint32_t>((uint64_t{mixed} * num_buckets_) >> 32);
+    if (s == p) s = (p + 1 == num_buckets_) ? 0 : p + 1;  // two distinct buckets
+    return {p, s, SigOf(hash)};
+  }
+
   /// Stage 1 of a burst: prefetch both bucket headers of a flow.
-  void PrefetchBuckets(uint64_t hash) const;
+  void PrefetchBuckets(const Probe& probe) const {
+    conntrack_internal::PrefetchLine(&headers_[probe.primary]);
+    conntrack_internal::PrefetchLine(&headers_[probe.secondary]);
+  }
+  void PrefetchBuckets(uint64_t hash) const { PrefetchBuckets(ProbeOf(hash)); }
+
   /// Stage 2 of a burst (after PrefetchBuckets): prefetch the entry lines whose
   /// signature matches, so that stage 3's Lookup finds everything in cache.
-  void PrefetchEntries(uint64_t hash) const;
+  void PrefetchEntries(const Probe& probe) const {
+    PrefetchMatches(probe.primary, probe.sig);
+    PrefetchMatches(probe.secondary, probe.sig);
+  }
+  void PrefetchEntries(uint64_t hash) const { PrefetchEntries(ProbeOf(hash)); }
 
   /// The live entry of `key` (hash = ConntrackHash(key)) or nullptr. Does not
   /// refresh it: call Touch for packets that belong to it.
-  ConntrackEntry* Lookup(const FlowKey& key, uint64_t hash, uint64_t now_ns);
+  ConntrackEntry* Lookup(const FlowKey& key, const Probe& probe, uint64_t now_ns) {
+    const uint32_t now = TickOf(now_ns);
+    if (ConntrackEntry* e = Find(probe.primary, probe.sig, key, now)) return e;
+    return Find(probe.secondary, probe.sig, key, now);
+  }
+  ConntrackEntry* Lookup(const FlowKey& key, uint64_t hash, uint64_t now_ns) {
+    return Lookup(key, ProbeOf(hash), now_ns);
+  }
 
   /// Lookups for a burst: prefetches every bucket, then every matching entry,
   /// then looks each key up. out[i] is what Lookup(*keys[i], hashes[i], now)
@@ -152,11 +211,63 @@ class Conntrack {
   static_assert(sizeof(BucketHeader) == 64);
   static constexpr int kTickShift = 24;  // ~16.8 ms ticks; 2^31 ticks ~ 1.1 years
 
-  uint32_t Primary(uint64_t hash) const;
-  uint32_t Secondary(uint64_t hash) const;
+  static uint32_t SigOf(uint64_t hash) { return static_cast<uint32_t>(hash >> 40); }
+  // Buckets by multiply-shift ("fastrange") of 32 hash bits: any bucket
+  // count, no division. Primary from the low 32 bits, secondary from bits
+  // 16..47 remixed (ProbeOf), signature from bits 40..63.
+  uint32_t Primary(uint64_t hash) const {
+    return static_cast<uint32_t>((uint64_t{static_cast<uint32_t>(hash)} * num_buckets_) >> 32);
+  }
+  // Bit w set when way w is occupied and carries signature `sig`. Branch-free
+  // (SSE2 where available): a data-dependent branch per way costs more than
+  // the whole comparison.
+  static uint32_t MatchMask(const BucketHeader& h, uint32_t sig) {
+#if defined(__SSE2__)
+    const __m128i want = _mm_set1_epi32(static_cast<int>(sig << 8));
+    const __m128i sig_bits = _mm_set1_epi32(static_cast<int>(0xFFFFFF00u));
+    const __m128i state_bits = _mm_set1_epi32(0xFF);
+    const __m128i zero = _mm_setzero_si128();
+    uint32_t mask = 0;
+    for (int half = 0; half < 2; ++half) {
+      const __m128i t = _mm_load_si128(reinterpret_cast<const __m128i*>(h.tag) + half);
+      const __m128i same = _mm_cmpeq_epi32(_mm_and_si128(t, sig_bits), want);
+      const __m128i empty = _mm_cmpeq_epi32(_mm_and_si128(t, state_bits), zero);
+      mask |= static_cast<uint32_t>(_mm_movemask_ps(_mm_castsi128_ps(_mm_andnot_si128(empty, same))))
+              << (4 * half);
+    }
+    return mask;
+#else
+    uint32_t mask = 0;
+    for (int w = 0; w < kWays; ++w) {
+      mask |= static_cast<uint32_t>((h.tag[w] >> 8) == sig && (h.tag[w] & 0xFF) != 0) << w;
+    }
+    return mask;
+#endif
+  }
+  void PrefetchMatches(uint32_t b, uint32_t sig) const {
+    for (uint32_t m = MatchMask(headers_[b], sig); m != 0; m &= m - 1) {
+      conntrack_internal::PrefetchLine(&entries_[size_t{b} * kWays + std::countr_zero(m)]);
+    }
+  }
+  static bool SameKey(const FlowKey& a, const FlowKey& b) {
+    uint64_t x[5], y[5];
+    std::memcpy(x, &a, sizeof(x));
+    std::memcpy(y, &b, sizeof(y));
+    return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3]) | (x[4] ^ y[4])) == 0;
+  }
+  ConntrackEntry* Find(uint32_t b, uint32_t sig, const FlowKey& key, uint32_t now_tick) {
+    const BucketHeader& h = headers_[b];
+    for (uint32_t m = MatchMask(h, sig); m != 0; m &= m - 1) {
+      const int w = std::countr_zero(m);
+      ConntrackEntry* e = &entries_[size_t{b} * kWays + w];
+      if (static_cast<int32_t>(h.expires[w] - now_tick) > 0 && SameKey(e->key, key)) return e;
+    }
+    return nullptr;
+  }
+  template <typename T>
+  static T* AllocateArray(size_t n, size_t* bytes);
   static uint32_t TickOf(uint64_t now_ns) { return static_cast<uint32_t>(now_ns >> kTickShift); }
   uint32_t DeadlineOf(FlowState s, uint64_t now_ns) const;
-  ConntrackEntry* Find(uint32_t b, uint32_t tag_sig, const FlowKey& key, uint32_t now_tick);
   void SetState(uint32_t index, FlowState s, uint64_t now_ns);
 
   ConntrackTimeouts timeouts_;
@@ -164,6 +275,7 @@ class Conntrack {
   size_t num_buckets_ = 0;
   BucketHeader* headers_ = nullptr;
   ConntrackEntry* entries_ = nullptr;
+  size_t headers_bytes_ = 0, entries_bytes_ = 0;
   size_t occupied_ = 0;
   ConntrackStats stats_;
 };

@@ -165,8 +165,8 @@ class Worker {
  private:
   void AdoptState(const LbState& state);
   void ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns);
-  void ToVip(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash, const VipState& vip,
-             const LbState& state, uint64_t now_ns);
+  void ToVip(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash, const Conntrack::Probe& probe,
+             const VipState& vip, const LbState& state, uint64_t now_ns);
   void Local(PacketRef& pkt, const ParsedPacket& p, Action action, const LbState& state);
   void Send(PacketRef& pkt, const ParsedPacket& p, const VipState& vip, uint16_t backend,
             uint64_t ct_hash, const LbState& state);
@@ -187,6 +187,7 @@ class Worker {
   ParsedPacket parsed_[kBurst];
   Verdict verdict_[kBurst];
   uint64_t ct_hash_[kBurst];
+  Conntrack::Probe probe_[kBurst];
 };
 
 /// Counters summed over workers, by name, for one snapshot: what telemetry

@@ -2,23 +2,22 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 namespace maglb {
 namespace {
 
 constexpr uint64_t kNsPerSecond = 1'000'000'000ULL;
-constexpr uint32_t kStateMask = 0xFF;
-constexpr uint8_t kEmpty = 0;
+using conntrack_internal::kEmpty;
+using conntrack_internal::kStateMask;
 
-// Signed distance in ticks from now to a deadline, modulo 2^32: positive
-// while the deadline is ahead. Ticks wrap after ~2.3 years of uptime; the
-// signed difference keeps comparisons right across the wrap.
-inline int32_t Remaining(uint32_t deadline, uint32_t now_tick) {
-  return static_cast<int32_t>(deadline - now_tick);
-}
-
-inline uint32_t SigOf(uint64_t hash) { return static_cast<uint32_t>(hash >> 40); }
+using conntrack_internal::Remaining;
 
 // State of a flow that is not tracked yet, from its first packet.
 inline FlowState InitialState(uint8_t protocol, uint8_t tcp_flags) {
@@ -63,30 +62,34 @@ Conntrack::Conntrack(const ConntrackConfig& config)
   // ~0.02% premature evictions (100%: ~4%), so `capacity` flows really fit.
   uint64_t want = std::max<uint64_t>(uint64_t{config.capacity} * 5 / 4, 2 * kWays);
   num_buckets_ = (want + kWays - 1) / kWays;
-  // Value-initialised: every way empty, and every page touched now rather
-  // than on the packet path.
-  headers_ = new BucketHeader[num_buckets_]();
-  entries_ = new ConntrackEntry[num_buckets_ * kWays]();
+  headers_ = AllocateArray<BucketHeader>(num_buckets_, &headers_bytes_);
+  entries_ = AllocateArray<ConntrackEntry>(num_buckets_ * kWays, &entries_bytes_);
 }
 
 Conntrack::~Conntrack() {
-  delete[] headers_;
-  delete[] entries_;
+  std::destroy_n(entries_, num_buckets_ * kWays);
+  std::destroy_n(headers_, num_buckets_);
+  std::free(entries_);
+  std::free(headers_);
 }
 
-// Buckets by multiply-shift ("fastrange") of 32 hash bits: any bucket count,
-// no division. Primary from the low 32 bits, secondary from bits 16..47
-// remixed, signature from bits 40..63.
-uint32_t Conntrack::Primary(uint64_t hash) const {
-  return static_cast<uint32_t>((uint64_t{static_cast<uint32_t>(hash)} * num_buckets_) >> 32);
-}
-
-uint32_t Conntrack::Secondary(uint64_t hash) const {
-  const uint32_t mixed = static_cast<uint32_t>(hash >> 16) * 0x9E3779B1u;
-  uint32_t b = static_cast<uint32_t>((uint64_t{mixed} * num_buckets_) >> 32);
-  const uint32_t p = Primary(hash);
-  if (b == p) b = (p + 1 == num_buckets_) ? 0 : p + 1;  // two distinct buckets
-  return b;
+// The table is read at random: with 4 KiB pages nearly every lookup would
+// also miss the TLB. Ask for transparent huge pages (2 MiB-aligned, madvise),
+// then value-initialise (every way empty), which also touches every page now
+// rather than on the packet path.
+template <typename T>
+T* Conntrack::AllocateArray(size_t n, size_t* bytes) {
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const size_t size = (n * sizeof(T) + kHugePage - 1) / kHugePage * kHugePage;
+  void* p = std::aligned_alloc(size >= kHugePage ? kHugePage : alignof(T), size);
+  if (p == nullptr) std::abort();  // construction time only: out of memory
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  madvise(p, size, MADV_HUGEPAGE);  // best effort; fine if THP is off
+#endif
+  *bytes = size;
+  T* arr = static_cast<T*>(p);
+  std::uninitialized_value_construct_n(arr, n);
+  return arr;
 }
 
 uint32_t Conntrack::DeadlineOf(FlowState s, uint64_t now_ns) const {
@@ -106,51 +109,19 @@ size_t Conntrack::CountLive(uint64_t now_ns) const {
   return live;
 }
 
-void Conntrack::PrefetchBuckets(uint64_t hash) const {
-  __builtin_prefetch(&headers_[Primary(hash)], 1, 3);
-  __builtin_prefetch(&headers_[Secondary(hash)], 1, 3);
-}
-
-void Conntrack::PrefetchEntries(uint64_t hash) const {
-  const uint32_t sig = SigOf(hash);
-  for (uint32_t b : {Primary(hash), Secondary(hash)}) {
-    const BucketHeader& h = headers_[b];
-    for (int w = 0; w < kWays; ++w) {
-      if ((h.tag[w] >> 8) == sig && (h.tag[w] & kStateMask) != kEmpty) {
-        __builtin_prefetch(&entries_[size_t{b} * kWays + w], 0, 3);
-      }
-    }
-  }
-}
-
-ConntrackEntry* Conntrack::Find(uint32_t b, uint32_t sig, const FlowKey& key, uint32_t now_tick) {
-  const BucketHeader& h = headers_[b];
-  // Gather signature matches first (branch-free, vectorisable), then verify.
-  uint32_t matches = 0;
-  for (int w = 0; w < kWays; ++w) {
-    matches |= static_cast<uint32_t>((h.tag[w] >> 8) == sig && (h.tag[w] & kStateMask) != kEmpty) << w;
-  }
-  while (matches != 0) {
-    int w = std::countr_zero(matches);
-    matches &= matches - 1;
-    ConntrackEntry* e = &entries_[size_t{b} * kWays + w];
-    if (Remaining(h.expires[w], now_tick) > 0 && e->key == key) return e;
-  }
-  return nullptr;
-}
-
-ConntrackEntry* Conntrack::Lookup(const FlowKey& key, uint64_t hash, uint64_t now_ns) {
-  const uint32_t now = TickOf(now_ns);
-  const uint32_t sig = SigOf(hash);
-  if (ConntrackEntry* e = Find(Primary(hash), sig, key, now)) return e;
-  return Find(Secondary(hash), sig, key, now);
-}
-
 void Conntrack::LookupBulk(const FlowKey* const* keys, const uint64_t* hashes, size_t n,
                            uint64_t now_ns, ConntrackEntry** out) {
-  for (size_t i = 0; i < n; ++i) PrefetchBuckets(hashes[i]);
-  for (size_t i = 0; i < n; ++i) PrefetchEntries(hashes[i]);
-  for (size_t i = 0; i < n; ++i) out[i] = Lookup(*keys[i], hashes[i], now_ns);
+  constexpr size_t kChunk = 64;  // probes kept on the stack
+  Probe probes[kChunk];
+  for (size_t off = 0; off < n; off += kChunk) {
+    const size_t m = std::min(kChunk, n - off);
+    for (size_t i = 0; i < m; ++i) {
+      probes[i] = ProbeOf(hashes[off + i]);
+      PrefetchBuckets(probes[i]);
+    }
+    for (size_t i = 0; i < m; ++i) PrefetchEntries(probes[i]);
+    for (size_t i = 0; i < m; ++i) out[off + i] = Lookup(*keys[off + i], probes[i], now_ns);
+  }
 }
 
 FlowState Conntrack::StateOf(const ConntrackEntry* e) const {
@@ -191,7 +162,8 @@ ConntrackEntry* Conntrack::Insert(const FlowKey& key, uint64_t hash, uint8_t tcp
                                   uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns) {
   const uint32_t now = TickOf(now_ns);
   const FlowState state = InitialState(key.protocol, tcp_flags);
-  const uint32_t buckets[2] = {Primary(hash), Secondary(hash)};
+  const Probe probe = ProbeOf(hash);
+  const uint32_t buckets[2] = {probe.primary, probe.secondary};
 
   // A free or dead way in the bucket with more of them (greedy two-choice:
   // keeps the buckets balanced, so the table fills to ~95% before a bucket

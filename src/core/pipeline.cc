@@ -249,14 +249,15 @@ void Worker::Send(PacketRef& pkt, const ParsedPacket& p, const VipState& vip, ui
   }
 }
 
-void Worker::ToVip(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash, const VipState& vip,
-                   const LbState& state, uint64_t now_ns) {
+void Worker::ToVip(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash,
+                   const Conntrack::Probe& probe, const VipState& vip, const LbState& state,
+                   uint64_t now_ns) {
   WorkerCounters& c = *counters_;
   FlowCounters& vc = c.vip[vip.counter_slot];
   vc.packets.Add(1);
   vc.bytes.Add(pkt.len);
 
-  ConntrackEntry* e = conntrack_.Lookup(p.flow, ct_hash, now_ns);
+  ConntrackEntry* e = conntrack_.Lookup(p.flow, probe, now_ns);
   uint16_t backend = VipState::kNoBackend;
   if (e != nullptr) backend = vip.Resolve(e->backend_id, e->backend_hint);
 
@@ -308,12 +309,13 @@ void Worker::ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint6
     verdict_[i] = Classify({pkt.data, pkt.len}, state.matcher(), state.local(), &parsed_[i]);
     if (verdict_[i].action == Action::kToVip) {
       ct_hash_[i] = ConntrackHash(parsed_[i].flow);
-      conntrack_.PrefetchBuckets(ct_hash_[i]);
+      probe_[i] = conntrack_.ProbeOf(ct_hash_[i]);
+      conntrack_.PrefetchBuckets(probe_[i]);
     }
   }
   // 2. Prefetch the entries whose signatures match.
   for (size_t i = 0; i < n; ++i) {
-    if (verdict_[i].action == Action::kToVip) conntrack_.PrefetchEntries(ct_hash_[i]);
+    if (verdict_[i].action == Action::kToVip) conntrack_.PrefetchEntries(probe_[i]);
   }
   // 3. In order: look up, place, track, forward.
   for (size_t i = 0; i < n; ++i) {
@@ -321,7 +323,7 @@ void Worker::ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint6
     const Verdict& v = verdict_[i];
     switch (v.action) {
       case Action::kToVip:
-        ToVip(pkt, parsed_[i], ct_hash_[i], state.vips()[v.vip_index], state, now_ns);
+        ToVip(pkt, parsed_[i], ct_hash_[i], probe_[i], state.vips()[v.vip_index], state, now_ns);
         break;
       case Action::kDrop:
         Drop(pkt, v.reason);

@@ -228,7 +228,31 @@ TEST(FlowHashTest, DeterministicAndSeedSensitive) {
   const FlowKey k = V4Key(0x0A000001, 1234, kVip, 80, 17);
   EXPECT_EQ(FlowHash(k, 99), FlowHash(k, 99));
   EXPECT_NE(FlowHash(k, 99), FlowHash(k, 100));
-  EXPECT_EQ(ConntrackHash(k), FlowHash(k, kConntrackHashSeed));
+}
+
+// The conntrack hash decides no placement, but it must spread flows evenly
+// over buckets (its low 32 bits, multiply-shifted) and be stable.
+TEST(FlowHashTest, ConntrackHashSpreadsEvenlyAndIsStable) {
+  const FlowKey k = V4Key(0x0A000001, 1234, kVip, 80, 17);
+  EXPECT_EQ(ConntrackHash(k), ConntrackHash(k));
+  for (const auto& keys : {SequentialV4Clients(400000), SequentialV6ClientsLow(400000),
+                           SequentialV6ClientsHigh(400000), OneClientManyPorts()}) {
+    constexpr uint32_t kBuckets = 4099;
+    std::vector<uint32_t> low(kBuckets, 0), mid(kBuckets, 0), sig(256, 0);
+    for (const FlowKey& key : keys) {
+      const uint64_t h = ConntrackHash(key);
+      ++low[(uint64_t{static_cast<uint32_t>(h)} * kBuckets) >> 32];
+      ++mid[(uint64_t{static_cast<uint32_t>(h >> 16)} * kBuckets) >> 32];
+      ++sig[h >> 56];
+    }
+    for (const auto* counts : {&low, &mid, &sig}) {
+      const double expected = static_cast<double>(keys.size()) / counts->size();
+      double x2 = 0;
+      for (uint32_t c : *counts) x2 += (c - expected) * (c - expected) / expected;
+      const double df = static_cast<double>(counts->size() - 1);
+      EXPECT_LT(std::abs((x2 - df) / std::sqrt(2 * df)), 5.0);
+    }
+  }
 }
 
 }  // namespace
