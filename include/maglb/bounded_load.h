@@ -48,8 +48,11 @@ struct BoundedLoadChoice {
 ///
 /// Guarantee: the capacities sum to at least (1 + epsilon)(F + 1) > F, so when
 /// `preference` lists every backend of positive weight, one is always below
-/// capacity, and after the flow is added no backend exceeds
-/// ceil((1 + epsilon) * average). Preference orders: for rendezvous, backends
+/// capacity, and the chosen backend ends at most at its capacity. With
+/// arrivals only, no backend ever exceeds ceil((1 + epsilon) * average).
+/// Established flows never move, so after departures lower the average a
+/// backend can sit above the new bound; it then takes no new flow until it
+/// is below again. Preference orders: for rendezvous, backends
 /// by descending score; for a table (any scheme, maglev included), the
 /// backends of the successive slots s, s+1, ... (wrapping) after skipping
 /// repeats, from the flow's slot s: see TablePreference.

@@ -440,6 +440,37 @@ TEST(RendezvousTest, GroupedScoringEqualsScoringEveryBackend) {
   }
 }
 
+// The tables are what hashing.h says they are: each scheme evaluated at the
+// slot's first hash, SlotKey(s). Recomputed here the slow way (binary search,
+// one jump per slot) from the documented seeds.
+TEST(SlotMappingTest, TablesAreTheSchemesAtEachSlotKey) {
+  std::vector<BackendSpec> b = {{"m", 1}, {"c", 2}, {"x", 1}, {"a", 3}};
+  const uint32_t m = 1009;
+  std::vector<uint32_t> rank = {2, 1, 3, 0};  // byte order: a, c, m, x
+  std::vector<RingPoint> points;
+  for (uint32_t i = 0; i < b.size(); ++i) {
+    for (uint32_t k = 0; k < b[i].weight * 7; ++k) {
+      points.push_back({Xxh64(absl::StrCat(b[i].name, "#", k), kRingPointSeed), i});
+    }
+  }
+  HashRing ring(points, rank);
+  absl::StatusOr<LookupTable> rt = BuildRingTable(b, m, 7);
+  ASSERT_TRUE(rt.ok());
+  LookupTable mt = MustBuild(BuildModuloTable, b, m);
+  std::vector<BackendSpec> equal = {{"m", 1}, {"c", 1}, {"x", 1}, {"a", 1}};
+  LookupTable jt = MustBuild(BuildJumpTable, equal, m);
+  const uint32_t by_name[] = {3, 1, 0, 2};  // a, c, m, x as list indices
+  for (uint32_t s = 0; s < m; ++s) {
+    uint64_t key = SlotKey(s, m);
+    EXPECT_EQ(rt->slot(s), ring.Owner(key)) << "ring slot " << s;
+    EXPECT_EQ(jt.slot(s), by_name[JumpConsistentHash(Fmix64(key ^ kJumpSeed), 4)])
+        << "jump slot " << s;
+    // Modulo: residues of W = 7 in runs of weight, by name: a 0-2, c 3-4, m 5, x 6.
+    const uint32_t residue_owner[] = {3, 3, 3, 1, 1, 0, 2};
+    EXPECT_EQ(mt.slot(s), residue_owner[Fmix64(key ^ kModuloSeed) % 7]) << "modulo slot " << s;
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Every scheme: determinism, list order, empty, validation.
 
