@@ -495,7 +495,8 @@ std::vector<Table> TableExperiments(const std::vector<TableFigures>& figures, ui
                "between survivors for balance (unit tests bound it at 1%); modulo moves "
                "1 - 1/(N+1)"};
   dis.columns = {"scheme", "N", "add_moved", "add_theory", "add_between_survivors",
-                 "remove_moved", "remove_theory", "remove_between_survivors"};
+                 "add_between_theory", "remove_moved", "remove_theory",
+                 "remove_between_survivors", "remove_between_theory"};
   for (const TableFigures& f : figures) {
     double cv = CvTheory(f.scheme, f.n, m, ring_points);
     double max_theory = f.scheme == "maglev"
@@ -505,11 +506,19 @@ std::vector<Table> TableExperiments(const std::vector<TableFigures>& figures, ui
     bal.rows.push_back({Str(f.scheme), Int(f.n), Int(b.min * b.avg), Int(b.max * b.avg),
                         Num(b.cv * b.avg, 1), Num(b.cv), Num(cv), Num(b.max), Num(max_theory)});
     bool modulo = f.scheme == "modulo", jump = f.scheme == "jump";
+    bool maglev = f.scheme == "maglev";
+    // Modulo on add: 1/(N+1) of slots stay (old and new residues name the
+    // same backend), 1/(N+1) go to the newcomer, the rest move between old ones.
+    Value add_between = maglev ? Str("<= 0.01") : (modulo ? Num(1 - 2.0 / (f.n + 1)) : Num(0));
+    Value remove_between = maglev   ? Str("<= 0.01")
+                           : modulo ? Num(1 - 2.0 / f.n)
+                           : jump   ? Str("large")
+                                    : Num(0);
     dis.rows.push_back({Str(f.scheme), Int(f.n), Num(f.add.moved),
                         Num(modulo ? 1 - 1.0 / (f.n + 1) : 1.0 / (f.n + 1)),
-                        Num(f.add.between_survivors), Num(f.remove.moved),
+                        Num(f.add.between_survivors), add_between, Num(f.remove.moved),
                         modulo ? Num(1 - 1.0 / f.n) : (jump ? Str("reshuffle") : Num(1.0 / f.n)),
-                        Num(f.remove.between_survivors)});
+                        Num(f.remove.between_survivors), remove_between});
   }
   return {bal, dis};
 }
