@@ -9,6 +9,9 @@
 #   mlb-router (10.0.1.1 | bridge br0 10.0.0.1, fd00::1)  routes the VIPs to the LB
 #        | br0: lbp   be1p   be2p   be3p   be4p
 #   mlb-lb  (lb0: the DPDK port, no kernel address; maglb answers as 10.0.0.10)
+#        | lb1: a second port for two-arm mode, on the router's bridge br1
+#          (10.0.2.1, fd02::1): encapsulated packets leave by it and the
+#          router forwards them to the backends
 #   mlb-be1..mlb-be4 (eth0 10.0.0.11..14; VIPs 10.100.0.1-3 on lo, arp_ignore;
 #                     HTTP on :80 answering its name, UDP echo on :7777,
 #                     maglb-decap into TUN decap0)
@@ -130,6 +133,16 @@ up() {
   nsx "$NS_LB" ip link set lb0 address "$LB_MAC"
   nsx "$NS_LB" ip link set lb0 promisc on up
   nsx "$NS_ROUTER" ip link set lbp master br0 up
+  # Two-arm mode's backend side: lb1 on a bridge of its own.
+  nsx "$NS_ROUTER" ip link add br1 type bridge
+  nsx "$NS_ROUTER" ip addr add 10.0.2.1/24 dev br1
+  nsx "$NS_ROUTER" ip addr add fd02::1/64 dev br1 nodad
+  nsx "$NS_ROUTER" ip link set br1 up
+  nsx "$NS_ROUTER" sysctl -qw net.ipv4.conf.br1.rp_filter=0 net.ipv4.conf.br1.send_redirects=0
+  veth "$NS_LB" lb1 "$NS_ROUTER" lb1p
+  nsx "$NS_LB" sysctl -qw net.ipv6.conf.lb1.disable_ipv6=1
+  nsx "$NS_LB" ip link set lb1 promisc on up
+  nsx "$NS_ROUTER" ip link set lb1p master br1 up
 
   local i=0
   for b in "${BACKENDS[@]}"; do

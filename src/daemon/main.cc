@@ -1,6 +1,6 @@
 // maglb: the load balancer daemon.
 //
-//   maglb [EAL arguments] -- --config FILE [--port N] [--idle-sleep-us N]
+//   maglb [EAL arguments] -- --config FILE [--port N] [--backend-port M] [--idle-sleep-us N]
 //
 // The main lcore runs the control thread (config reload, ARP/ND, telemetry
 // data); every other lcore runs a worker polling its own queue pair.
@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,9 +43,12 @@ constexpr int kExitUsage = 2;
 constexpr unsigned kControlRingSize = 1024;
 
 constexpr const char* kUsage =
-    "usage: maglb [EAL arguments] -- --config FILE [--port N] [--idle-sleep-us N]\n"
+    "usage: maglb [EAL arguments] -- --config FILE [--port N] [--backend-port M]\n"
+    "             [--idle-sleep-us N]\n"
     "  --config FILE       the TOML configuration (reloaded when it changes, or on SIGHUP)\n"
     "  --port N            the DPDK port to serve (default 0); one-arm: in and out of it\n"
+    "  --backend-port M    two-arm: packets toward backends (and ARP/ND for next hops)\n"
+    "                      leave by port M, which takes port N's MAC address\n"
     "  --idle-sleep-us N   test mode: a worker whose queue stays empty sleeps N us\n"
     "                      between polls (default 0: poll continuously)\n"
     "example (test mode on a veth):\n"
@@ -54,6 +58,7 @@ constexpr const char* kUsage =
 struct AppArgs {
   std::string config_path;
   uint16_t port = 0;
+  int backend_port = -1;  // -1: one-arm
   uint32_t idle_sleep_us = 0;
 };
 
@@ -81,6 +86,14 @@ std::string ParseAppArgs(int argc, char** argv, AppArgs* out) {
       unsigned long p = v ? std::strtoul(v, &end, 10) : 0;
       if (v == nullptr || *end != '\0' || p >= RTE_MAX_ETHPORTS) return "--port needs a port number";
       out->port = static_cast<uint16_t>(p);
+    } else if (a == "--backend-port") {
+      const char* v = value("--backend-port");
+      char* end = nullptr;
+      unsigned long p = v ? std::strtoul(v, &end, 10) : 0;
+      if (v == nullptr || *end != '\0' || p >= RTE_MAX_ETHPORTS) {
+        return "--backend-port needs a port number";
+      }
+      out->backend_port = static_cast<int>(p);
     } else if (a == "--idle-sleep-us") {
       const char* v = value("--idle-sleep-us");
       char* end = nullptr;
@@ -158,10 +171,12 @@ int Main(int argc, char** argv) {
     return Fail("no DPDK port: bind a NIC to DPDK or give a virtual device, e.g. "
                 "--vdev=net_af_packet0,iface=eth0");
   }
-  if (!rte_eth_dev_is_valid_port(args.port)) {
-    rte_eal_cleanup();
-    return Fail(absl::StrFormat("no DPDK port %u (%u available)", args.port,
-                                rte_eth_dev_count_avail()));
+  const bool two_arm = args.backend_port >= 0 && args.backend_port != args.port;
+  for (int p : {static_cast<int>(args.port), two_arm ? args.backend_port : -1}) {
+    if (p >= 0 && !rte_eth_dev_is_valid_port(static_cast<uint16_t>(p))) {
+      rte_eal_cleanup();
+      return Fail(absl::StrFormat("no DPDK port %d (%u available)", p, rte_eth_dev_count_avail()));
+    }
   }
 
   absl::StatusOr<PortInfo> port =
@@ -171,6 +186,23 @@ int Main(int argc, char** argv) {
     return Fail(std::string(port.status().message()));
   }
   uint32_t num_workers = port->num_queues;
+  std::optional<PortInfo> backend_port;
+  if (two_arm) {
+    // The pipeline writes one MAC as ours (replies, outer source), so both
+    // arms carry the front port's: they sit on different segments.
+    absl::StatusOr<PortInfo> b = SetUpPort(static_cast<uint16_t>(args.backend_port),
+                                           static_cast<uint16_t>(worker_lcores.size()),
+                                           config->lb.mtu);
+    absl::Status mac = b.ok() ? SetPortMac(b->port_id, port->mac) : b.status();
+    if (!mac.ok()) {
+      ShutDownPort(*port);
+      rte_eal_cleanup();
+      return Fail(std::string(mac.message()));
+    }
+    b->mac = port->mac;
+    backend_port = *b;
+    num_workers = std::min<uint32_t>(num_workers, b->num_queues);
+  }
 
   absl::StatusOr<std::unique_ptr<SnapshotPublisher>> publisher = SnapshotPublisher::Create(num_workers);
   if (!publisher.ok()) return Fail(std::string(publisher.status().message()));
@@ -213,6 +245,7 @@ int Main(int argc, char** argv) {
     c.index = i;
     c.lcore = worker_lcores[i];
     c.port_id = port->port_id;
+    c.backend_port_id = backend_port ? backend_port->port_id : port->port_id;
     c.queue = static_cast<uint16_t>(i);
     c.worker = workers[i].get();
     c.counters = loop_counters[i].get();
@@ -241,10 +274,14 @@ int Main(int argc, char** argv) {
                                   worker_lcores.size() - num_workers, num_workers,
                                   num_workers == 1 ? "" : "s");
   }
+  std::string arms = backend_port ? absl::StrFormat(" + backend port %u %s (%s), two-arm",
+                                                   backend_port->port_id, backend_port->name,
+                                                   backend_port->driver)
+                                  : std::string(", one-arm");
   LogLine(absl::StrFormat(
-      "started: port %u %s (%s) mac %s, %u queue pair%s (%s), %u worker%s on lcore%s %s%s; "
+      "started: port %u %s (%s) mac %s%s, %u queue pair%s (%s), %u worker%s on lcore%s %s%s; "
       "config %s generation 1: %u VIPs, %u backends; addresses %s %s; telemetry %s/dpdk_telemetry.v2",
-      port->port_id, port->name, port->driver, port->mac.ToString(), port->num_queues,
+      port->port_id, port->name, port->driver, port->mac.ToString(), arms, port->num_queues,
       port->num_queues == 1 ? "" : "s", port->distribution, num_workers, num_workers == 1 ? "" : "s",
       num_workers == 1 ? "" : "s", absl::StrJoin(lcores_text, ","), idle_lcores, args.config_path,
       config->vips.size(), backends, config->lb.ipv4 ? config->lb.ipv4->ToString() : "-",
@@ -259,6 +296,7 @@ int Main(int argc, char** argv) {
     tx += w->counters().tx_packets.value();
   }
   ShutDownPort(*port);
+  if (backend_port) ShutDownPort(*backend_port);
   LogLine(absl::StrFormat("stopped on %s: %u packets received, %u sent", why, rx, tx));
   workers.clear();
   publisher->reset();

@@ -86,6 +86,18 @@ absl::StatusOr<PortInfo> SetUpPort(uint16_t port_id, uint16_t workers, uint32_t 
   return info;
 }
 
+absl::Status SetPortMac(uint16_t port_id, const MacAddress& mac) {
+  rte_ether_addr addr;
+  std::memcpy(addr.addr_bytes, mac.bytes.data(), 6);
+  int rc = rte_eth_dev_default_mac_addr_set(port_id, &addr);
+  if (rc != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "port %u: cannot set its MAC to %s (%s); two-arm mode needs a port whose MAC can be set",
+        port_id, mac.ToString(), std::strerror(rc < 0 ? -rc : rc)));
+  }
+  return absl::OkStatus();
+}
+
 void ShutDownPort(const PortInfo& port) {
   rte_eth_dev_stop(port.port_id);
   rte_eth_dev_close(port.port_id);

@@ -35,6 +35,9 @@ struct PortInfo {
 /// PortInfo::distribution): the caller then polls with one worker.
 absl::StatusOr<PortInfo> SetUpPort(uint16_t port_id, uint16_t workers, uint32_t mtu);
 
+/// Sets the port's MAC address (two-arm: both arms answer as one MAC).
+absl::Status SetPortMac(uint16_t port_id, const MacAddress& mac);
+
 /// Stops and closes the port.
 void ShutDownPort(const PortInfo& port);
 

@@ -15,6 +15,32 @@ namespace {
 
 // Idle passes before an (optional) sleep: a busy queue never sleeps.
 constexpr uint32_t kIdlePassesBeforeSleep = 64;
+// Room for a burst plus the fragments or control frames that join it; the
+// buffer is flushed early when full.
+constexpr uint16_t kTxCapacity = kRxBurst * 2;
+
+// Frames waiting for one port's TX queue.
+struct TxBuffer {
+  uint16_t port = 0;
+  uint16_t queue = 0;
+  uint16_t n = 0;
+  rte_mbuf* frames[kTxCapacity];
+};
+
+void Flush(TxBuffer& b, LoopCounters* counters) {
+  if (b.n == 0) return;
+  uint16_t sent = rte_eth_tx_burst(b.port, b.queue, b.frames, b.n);
+  if (sent < b.n) {
+    counters->tx_full.Add(b.n - sent);
+    rte_pktmbuf_free_bulk(b.frames + sent, b.n - sent);
+  }
+  b.n = 0;
+}
+
+void Push(TxBuffer& b, rte_mbuf* m, LoopCounters* counters) {
+  if (b.n == kTxCapacity) Flush(b, counters);
+  b.frames[b.n++] = m;
+}
 
 // Hands a frame (ARP reply, neighbour advertisement) to the control thread,
 // which learns next-hop MACs from it and frees it.
@@ -25,6 +51,74 @@ bool ToControl(const WorkerContext& c, rte_mbuf* m) {
   }
   c.counters->to_control.Add(1);
   return true;
+}
+
+// One RX burst from `rx_port` through the pipeline. Returns how many frames
+// came in.
+uint16_t Serve(const WorkerContext& c, uint16_t rx_port, const LbState* state, TxBuffer& back,
+               TxBuffer& to_backends) {
+  rte_mbuf* rx[kRxBurst];
+  rte_mbuf* kept[kRxBurst];
+  rte_mbuf* drop[kRxBurst];
+  PacketRef refs[kRxBurst];
+  uint16_t n = rte_eth_rx_burst(rx_port, c.queue, rx, kRxBurst);
+  if (n == 0) return 0;
+  uint16_t np = 0, ndrop = 0;
+  for (uint16_t i = 0; i < n; ++i) {
+    rte_mbuf* m = rx[i];
+    if (m->nb_segs != 1 || state == nullptr) {
+      if (m->nb_segs != 1) c.counters->rx_multiseg.Add(1);
+      drop[ndrop++] = m;
+      continue;
+    }
+    PacketRef& r = refs[np];
+    r = PacketRef{};
+    r.data = rte_pktmbuf_mtod(m, uint8_t*);
+    r.len = rte_pktmbuf_data_len(m);
+    r.headroom = rte_pktmbuf_headroom(m);
+    r.tailroom = rte_pktmbuf_tailroom(m);
+    kept[np++] = m;
+  }
+  if (np > 0) c.worker->ProcessBurst(refs, np, *state, NowNs());
+  for (uint16_t i = 0; i < np; ++i) {
+    rte_mbuf* m = kept[i];
+    const PacketRef& r = refs[i];
+    switch (r.action) {
+      case PacketAction::kTransmit:
+      case PacketAction::kReply:
+        m->data_off = static_cast<uint16_t>(m->data_off + r.offset);
+        m->data_len = r.out_len;
+        m->pkt_len = r.out_len;
+        Push(r.action == PacketAction::kTransmit ? to_backends : back, m, c.counters);
+        break;
+      case PacketAction::kExtra: {
+        // Fragments of a datagram too big for the tunnel, toward its backend.
+        std::span<const ExtraFrame> extra = c.worker->extra_frames();
+        for (uint16_t k = 0; k < r.extra_count; ++k) {
+          const ExtraFrame& e = extra[r.extra_first + k];
+          rte_mbuf* f = rte_pktmbuf_alloc(c.pool);
+          char* dst = f != nullptr ? rte_pktmbuf_append(f, e.len) : nullptr;
+          if (dst == nullptr) {
+            if (f != nullptr) rte_pktmbuf_free(f);
+            c.counters->extra_alloc_fail.Add(1);
+            continue;
+          }
+          std::memcpy(dst, e.data, e.len);
+          Push(to_backends, f, c.counters);
+        }
+        drop[ndrop++] = m;
+        break;
+      }
+      case PacketAction::kToControl:
+        if (!ToControl(c, m)) drop[ndrop++] = m;
+        break;
+      case PacketAction::kDrop:
+        drop[ndrop++] = m;
+        break;
+    }
+  }
+  if (ndrop > 0) rte_pktmbuf_free_bulk(drop, ndrop);
+  return n;
 }
 
 }  // namespace
@@ -38,106 +132,33 @@ uint64_t NowNs() {
 int WorkerMain(void* arg) {
   WorkerContext& c = *static_cast<WorkerContext*>(arg);
   c.publisher->ReaderOnline(c.index);
-  rte_mbuf* rx[kRxBurst];
-  rte_mbuf* tx[kRxBurst * 2];
-  rte_mbuf* drop[kRxBurst];
-  PacketRef refs[kRxBurst];
+  const bool two_arm = c.backend_port_id != c.port_id;
+  TxBuffer front{c.port_id, c.queue, 0, {}};
+  TxBuffer backend_side{c.backend_port_id, c.queue, 0, {}};
+  TxBuffer& to_backends = two_arm ? backend_side : front;
   uint32_t idle = 0;
   (void)NowNs();  // initialise the TSC rate outside the loop
 
   while (!c.stop->load(std::memory_order_relaxed)) {
     const LbState* state = c.publisher->Current();
-    uint16_t n = rte_eth_rx_burst(c.port_id, c.queue, rx, kRxBurst);
-    uint16_t ntx = 0, ndrop = 0;
-    if (n > 0) {
-      idle = 0;
-      uint16_t np = 0;
-      rte_mbuf* kept[kRxBurst];
-      for (uint16_t i = 0; i < n; ++i) {
-        rte_mbuf* m = rx[i];
-        if (m->nb_segs != 1) {
-          c.counters->rx_multiseg.Add(1);
-          drop[ndrop++] = m;
-          continue;
-        }
-        PacketRef& r = refs[np];
-        r = PacketRef{};
-        r.data = rte_pktmbuf_mtod(m, uint8_t*);
-        r.len = rte_pktmbuf_data_len(m);
-        r.headroom = rte_pktmbuf_headroom(m);
-        r.tailroom = rte_pktmbuf_tailroom(m);
-        kept[np++] = m;
-      }
-      if (state != nullptr) {
-        c.worker->ProcessBurst(refs, np, *state, NowNs());
-      }
-      for (uint16_t i = 0; i < np; ++i) {
-        rte_mbuf* m = kept[i];
-        const PacketRef& r = refs[i];
-        if (state == nullptr) {
-          drop[ndrop++] = m;
-          continue;
-        }
-        switch (r.action) {
-          case PacketAction::kTransmit:
-          case PacketAction::kReply:
-            m->data_off = static_cast<uint16_t>(m->data_off + r.offset);
-            m->data_len = r.out_len;
-            m->pkt_len = r.out_len;
-            tx[ntx++] = m;
-            break;
-          case PacketAction::kExtra: {
-            std::span<const ExtraFrame> extra = c.worker->extra_frames();
-            for (uint16_t k = 0; k < r.extra_count; ++k) {
-              const ExtraFrame& e = extra[r.extra_first + k];
-              rte_mbuf* f = rte_pktmbuf_alloc(c.pool);
-              char* dst = f != nullptr ? rte_pktmbuf_append(f, e.len) : nullptr;
-              if (dst == nullptr) {
-                if (f != nullptr) rte_pktmbuf_free(f);
-                c.counters->extra_alloc_fail.Add(1);
-                continue;
-              }
-              std::memcpy(dst, e.data, e.len);
-              if (ntx == RTE_DIM(tx)) {  // flush: fragments can outnumber the burst
-                uint16_t sent = rte_eth_tx_burst(c.port_id, c.queue, tx, ntx);
-                if (sent < ntx) {
-                  c.counters->tx_full.Add(ntx - sent);
-                  rte_pktmbuf_free_bulk(tx + sent, ntx - sent);
-                }
-                ntx = 0;
-              }
-              tx[ntx++] = f;
-            }
-            drop[ndrop++] = m;
-            break;
-          }
-          case PacketAction::kToControl:
-            if (!ToControl(c, m)) drop[ndrop++] = m;
-            break;
-          case PacketAction::kDrop:
-            drop[ndrop++] = m;
-            break;
-        }
-      }
+    uint16_t got = Serve(c, c.port_id, state, front, to_backends);
+    if (two_arm) got = static_cast<uint16_t>(got + Serve(c, c.backend_port_id, state, backend_side, backend_side));
+    // Frames the control thread wants on the wire: ARP / ND requests for
+    // next hops, which live on the backend side.
+    if (c.from_control != nullptr) {
+      rte_mbuf* ctl[kRxBurst];
+      unsigned k = rte_ring_sc_dequeue_burst(c.from_control, reinterpret_cast<void**>(ctl), kRxBurst,
+                                             nullptr);
+      c.counters->control_sent.Add(k);
+      for (unsigned i = 0; i < k; ++i) Push(to_backends, ctl[i], c.counters);
     }
-    // Frames the control thread wants on the wire (ARP requests, NS).
-    if (c.from_control != nullptr && ntx < RTE_DIM(tx)) {
-      unsigned got = rte_ring_sc_dequeue_burst(c.from_control, reinterpret_cast<void**>(tx + ntx),
-                                               RTE_DIM(tx) - ntx, nullptr);
-      c.counters->control_sent.Add(got);
-      ntx = static_cast<uint16_t>(ntx + got);
-    }
-    if (ntx > 0) {
-      uint16_t sent = rte_eth_tx_burst(c.port_id, c.queue, tx, ntx);
-      if (sent < ntx) {
-        c.counters->tx_full.Add(ntx - sent);
-        rte_pktmbuf_free_bulk(tx + sent, ntx - sent);
-      }
-    }
-    if (ndrop > 0) rte_pktmbuf_free_bulk(drop, ndrop);
+    Flush(front, c.counters);
+    if (two_arm) Flush(backend_side, c.counters);
     c.publisher->Quiescent(c.index);
-    if (n == 0 && c.idle_sleep_us > 0 && ++idle >= kIdlePassesBeforeSleep) {
+    if (got == 0 && c.idle_sleep_us > 0 && ++idle >= kIdlePassesBeforeSleep) {
       rte_delay_us_sleep(c.idle_sleep_us);  // test mode only: share a small machine
+    } else if (got != 0) {
+      idle = 0;
     }
   }
   c.publisher->ReaderOffline(c.index);

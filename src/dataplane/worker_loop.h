@@ -1,5 +1,8 @@
 // The loop each worker lcore runs: RX burst -> Worker::ProcessBurst (the
-// DPDK-free pipeline) -> TX burst, on the worker's own queue pair. No locks,
+// DPDK-free pipeline) -> TX burst, on the worker's own queue pair. One-arm,
+// everything goes back out of the port it came in on; two-arm, packets toward
+// backends (and ARP/ND requests for next hops) leave by the backend port, and
+// replies (ARP, ND, echo, ICMP) by the port their request came in on. No locks,
 // no allocation outside DPDK's per-lcore mempool cache, no system calls
 // (unless --idle-sleep-us asks the loop to sleep when its queue is empty).
 #ifndef MAGLB_DATAPLANE_WORKER_LOOP_H_
@@ -31,8 +34,9 @@ struct alignas(64) LoopCounters {
 struct WorkerContext {
   uint32_t index = 0;   ///< worker number, also its RCU reader id
   unsigned lcore = 0;
-  uint16_t port_id = 0;
-  uint16_t queue = 0;
+  uint16_t port_id = 0;          ///< the clients' side (and everything, one-arm)
+  uint16_t backend_port_id = 0;  ///< where packets toward backends leave (== port_id one-arm)
+  uint16_t queue = 0;            ///< this worker's RX/TX queue pair on both ports
   Worker* worker = nullptr;
   LoopCounters* counters = nullptr;
   SnapshotPublisher* publisher = nullptr;

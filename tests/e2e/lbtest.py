@@ -65,13 +65,13 @@ def ns(name, *cmd, timeout=30, check_rc=True):
     return run(["ip", "netns", "exec", name] + list(cmd), timeout=timeout, check_rc=check_rc)
 
 
-def config_text(vips=None, conntrack_capacity=65536):
+def config_text(vips=None, conntrack_capacity=65536, gateway_v4="10.0.0.1", ipv6_vips=True):
     """A testbed config. vips: {mode: {backend: weight}}, applied to the TCP
     and the UDP VIP of that mode; default be1..be3 weight 1 everywhere."""
     if vips is None:
         vips = {m: {"be1": 1, "be2": 1, "be3": 1} for m in VIP}
     out = ['[lb]', 'hash_seed = 0', 'ipv4 = "%s"' % LB_IP, 'ipv6 = "%s"' % LB_IP6,
-           'gateway_v4 = "10.0.0.1"', 'gateway_v6 = "fd00::1"', 'mtu = 1500', '',
+           'gateway_v4 = "%s"' % gateway_v4, 'gateway_v6 = "fd00::1"', 'mtu = 1500', '',
            '[conntrack]', 'capacity = %d' % conntrack_capacity, 'tcp_established_timeout_s = 600',
            'udp_timeout_s = 30', '']
     for mode, backends in vips.items():
@@ -85,8 +85,9 @@ def config_text(vips=None, conntrack_capacity=65536):
             out.append('')
     # IPv6 VIPs: 6-in-4 GRE to the backends' IPv4 addresses, and L2 DSR to
     # their IPv6 addresses (resolved by neighbour discovery).
-    for name, addr, mode, v6_backends in (("web6-gre", VIP6["gre"], "gre", False),
-                                          ("web6-l2dsr", VIP6["l2dsr"], "l2dsr", True)):
+    for name, addr, mode, v6_backends in ((("web6-gre", VIP6["gre"], "gre", False),
+                                           ("web6-l2dsr", VIP6["l2dsr"], "l2dsr", True))
+                                          if ipv6_vips else ()):
         out += ['[[vip]]', 'name = "%s"' % name, 'address = "%s"' % addr, 'protocol = "tcp"',
                 'port = 80', 'forwarding = "%s"' % mode, 'table_size = 4099']
         for b in ("be1", "be2", "be3"):
@@ -99,9 +100,10 @@ def config_text(vips=None, conntrack_capacity=65536):
 class Testbed:
     """Context manager: testbed up + maglb running; down and checks on exit."""
 
-    def __init__(self, config=None, workers=1):
+    def __init__(self, config=None, workers=1, two_arm=False):
         self.config = config or config_text()
         self.workers = workers
+        self.two_arm = two_arm
         self.prefix = "mlb-e2e-%d" % os.getpid()
         self.proc = None
         self.expect_clean_exit = True
@@ -150,8 +152,12 @@ class Testbed:
                                      for i in range(1, self.workers + 1)])
         cmd = ["ip", "netns", "exec", "mlb-lb", MAGLB, "--no-huge", "--no-pci", "-m", "256",
                "--lcores", lcores, "--file-prefix", self.prefix, "--log-level", "lib.eal:warning",
-               "--vdev=net_af_packet0,iface=lb0,qpairs=%d" % max(1, self.workers),
-               "--", "--config", self.config_path, "--idle-sleep-us", "50"]
+               "--vdev=net_af_packet0,iface=lb0,qpairs=%d" % max(1, self.workers)]
+        if self.two_arm:
+            cmd += ["--vdev=net_af_packet1,iface=lb1,qpairs=%d" % max(1, self.workers)]
+        cmd += ["--", "--config", self.config_path, "--idle-sleep-us", "50"]
+        if self.two_arm:
+            cmd += ["--backend-port", "1"]
         self.log_file = open(self.log_path, "a")
         self.proc = subprocess.Popen(cmd, stdout=self.log_file, stderr=subprocess.STDOUT)
         deadline = time.time() + 30
