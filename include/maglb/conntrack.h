@@ -151,11 +151,19 @@ class Conntrack {
 
   /// Stage 2 of a burst (after PrefetchBuckets): prefetch the entry lines whose
   /// signature matches, so that stage 3's Lookup finds everything in cache.
-  void PrefetchEntries(const Probe& probe) const {
-    PrefetchMatches(probe.primary, probe.sig);
-    PrefetchMatches(probe.secondary, probe.sig);
+  /// Returns false when no way carries the flow's signature: the flow is new
+  /// (see PrefetchInsertSlot).
+  bool PrefetchEntries(const Probe& probe) const {
+    const bool a = PrefetchMatches(probe.primary, probe.sig);
+    const bool b = PrefetchMatches(probe.secondary, probe.sig);
+    return a || b;
   }
-  void PrefetchEntries(uint64_t hash) const { PrefetchEntries(ProbeOf(hash)); }
+  bool PrefetchEntries(uint64_t hash) const { return PrefetchEntries(ProbeOf(hash)); }
+  /// For a flow that PrefetchEntries found absent: prefetches the entry line
+  /// that Insert will most likely write (the choice is made again there), so
+  /// that a burst of new flows does not stall on its stores.
+  void PrefetchInsertSlot(const Probe& probe, uint8_t protocol, uint8_t tcp_flags,
+                          uint64_t now_ns) const;
 
   /// The live entry of `key` (hash = ConntrackHash(key)) or nullptr. Does not
   /// refresh it: call Touch for packets that belong to it.
@@ -244,11 +252,20 @@ class Conntrack {
     return mask;
 #endif
   }
-  void PrefetchMatches(uint32_t b, uint32_t sig) const {
-    for (uint32_t m = MatchMask(headers_[b], sig); m != 0; m &= m - 1) {
+  bool PrefetchMatches(uint32_t b, uint32_t sig) const {
+    const uint32_t mask = MatchMask(headers_[b], sig);
+    for (uint32_t m = mask; m != 0; m &= m - 1) {
       conntrack_internal::PrefetchLine(&entries_[size_t{b} * kWays + std::countr_zero(m)]);
     }
+    return mask != 0;
   }
+  // Where Insert puts a new flow.
+  struct Slot {
+    enum Kind : uint8_t { kNone, kEmptyWay, kDead, kEvict };
+    int64_t index = -1;  // into entries_
+    Kind kind = kNone;
+  };
+  Slot SelectSlot(const Probe& probe, FlowState state, uint32_t now_tick) const;
   static bool SameKey(const FlowKey& a, const FlowKey& b) {
     uint64_t x[5], y[5];
     std::memcpy(x, &a, sizeof(x));

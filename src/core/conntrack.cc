@@ -133,8 +133,12 @@ void Conntrack::SetState(uint32_t index_u, FlowState s, uint64_t now_ns) {
   size_t index = index_u;
   BucketHeader& h = headers_[index / kWays];
   int w = static_cast<int>(index % kWays);
-  h.tag[w] = (h.tag[w] & ~kStateMask) | static_cast<uint8_t>(s);
-  h.expires[w] = DeadlineOf(s, now_ns);
+  const uint32_t tag = (h.tag[w] & ~kStateMask) | static_cast<uint8_t>(s);
+  const uint32_t expires = DeadlineOf(s, now_ns);
+  // Store only what changed: most packets of a busy flow fall in the same
+  // tick, and a line left clean costs no write-back to memory.
+  if (h.tag[w] != tag) h.tag[w] = tag;
+  if (h.expires[w] != expires) h.expires[w] = expires;
 }
 
 void Conntrack::Touch(ConntrackEntry* e, uint8_t tcp_flags, uint64_t now_ns) {
@@ -158,23 +162,16 @@ void Conntrack::Touch(ConntrackEntry* e, uint8_t tcp_flags, uint64_t now_ns) {
   SetState(index, s, now_ns);
 }
 
-ConntrackEntry* Conntrack::Insert(const FlowKey& key, uint64_t hash, uint8_t tcp_flags,
-                                  uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns) {
-  const uint32_t now = TickOf(now_ns);
-  const FlowState state = InitialState(key.protocol, tcp_flags);
-  const Probe probe = ProbeOf(hash);
-  const uint32_t buckets[2] = {probe.primary, probe.secondary};
-
+Conntrack::Slot Conntrack::SelectSlot(const Probe& probe, FlowState state, uint32_t now) const {
   // A free or dead way in the bucket with more of them (greedy two-choice:
-  // keeps the buckets balanced, so the table fills to ~95% before a bucket
-  // pair overflows); else the best victim over both buckets.
-  int64_t chosen = -1;
-  bool reclaimed_dead = false;
+  // keeps the buckets balanced, so premature evictions stay rare); else the
+  // best victim over both buckets.
+  Slot slot;
   int best_free = 0;
   int best_class = 3;
   int32_t best_remaining = INT32_MAX;
   int64_t victim = -1;
-  for (uint32_t b : buckets) {
+  for (uint32_t b : {probe.primary, probe.secondary}) {
     const BucketHeader& h = headers_[b];
     int free_ways = 0;
     int64_t first_free = -1;
@@ -199,25 +196,46 @@ ConntrackEntry* Conntrack::Insert(const FlowKey& key, uint64_t hash, uint8_t tcp
     }
     if (free_ways > best_free) {
       best_free = free_ways;
-      chosen = first_free;
-      reclaimed_dead = first_free_dead;
+      slot.index = first_free;
+      slot.kind = first_free_dead ? Slot::kDead : Slot::kEmptyWay;
     }
   }
-  if (chosen < 0) {
+  if (slot.index < 0) {
     // Full: a SYN may not push out a live established/UDP flow (SYN floods
     // must not flush real connections); anything else evicts the stalest.
-    if (state == FlowState::kSynSent && best_class > 1) {
+    if (state == FlowState::kSynSent && best_class > 1) return slot;  // kNone
+    slot.index = victim;
+    slot.kind = Slot::kEvict;
+  }
+  return slot;
+}
+
+void Conntrack::PrefetchInsertSlot(const Probe& probe, uint8_t protocol, uint8_t tcp_flags,
+                                   uint64_t now_ns) const {
+  const Slot slot = SelectSlot(probe, InitialState(protocol, tcp_flags), TickOf(now_ns));
+  if (slot.index >= 0) conntrack_internal::PrefetchLine(&entries_[slot.index]);
+}
+
+ConntrackEntry* Conntrack::Insert(const FlowKey& key, uint64_t hash, uint8_t tcp_flags,
+                                  uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns) {
+  const FlowState state = InitialState(key.protocol, tcp_flags);
+  const Slot slot = SelectSlot(ProbeOf(hash), state, TickOf(now_ns));
+  switch (slot.kind) {
+    case Slot::kNone:
       ++stats_.untracked;
       return nullptr;
-    }
-    chosen = victim;
-    ++stats_.evictions;
-  } else if (reclaimed_dead) {
-    ++stats_.expired_reused;
-  } else {
-    ++occupied_;
+    case Slot::kEvict:
+      ++stats_.evictions;
+      break;
+    case Slot::kDead:
+      ++stats_.expired_reused;
+      break;
+    case Slot::kEmptyWay:
+      ++occupied_;
+      break;
   }
   ++stats_.inserts;
+  const int64_t chosen = slot.index;
 
   const auto index = static_cast<uint32_t>(chosen);
   ConntrackEntry* e = &entries_[index];

@@ -276,7 +276,7 @@ void Worker::ToVip(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash,
   if (e != nullptr && backend != VipState::kNoBackend &&
       !(bare_syn && conntrack_.StateOf(e) == FlowState::kClosing)) {
     // Pinned: stays with its backend while it is configured, weight 0 included.
-    e->backend_hint = backend;
+    if (e->backend_hint != backend) e->backend_hint = backend;  // keep the line clean
     conntrack_.Touch(e, p.tcp_flags, now_ns);
     return Send(pkt, p, vip, backend, ct_hash, state);
   }
@@ -301,10 +301,10 @@ void Worker::ToVip(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash,
 void Worker::ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns) {
   WorkerCounters& c = *counters_;
   // 1. Classify; hash and prefetch the conntrack buckets of VIP traffic.
+  uint64_t rx_bytes = 0;
   for (size_t i = 0; i < n; ++i) {
     PacketRef& pkt = pkts[i];
-    c.rx_packets.Add(1);
-    c.rx_bytes.Add(pkt.len);
+    rx_bytes += pkt.len;
     pkt.extra_count = 0;
     verdict_[i] = Classify({pkt.data, pkt.len}, state.matcher(), state.local(), &parsed_[i]);
     if (verdict_[i].action == Action::kToVip) {
@@ -315,9 +315,15 @@ void Worker::ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint6
   }
   // 2. Prefetch the entries whose signatures match.
   for (size_t i = 0; i < n; ++i) {
-    if (verdict_[i].action == Action::kToVip) conntrack_.PrefetchEntries(probe_[i]);
+    if (verdict_[i].action == Action::kToVip && !conntrack_.PrefetchEntries(probe_[i]) &&
+        !parsed_[i].is_icmp_error) {
+      conntrack_.PrefetchInsertSlot(probe_[i], parsed_[i].flow.protocol, parsed_[i].tcp_flags, now_ns);
+    }
   }
+  c.rx_packets.Add(n);
+  c.rx_bytes.Add(rx_bytes);
   // 3. In order: look up, place, track, forward.
+  uint64_t tx_packets = 0, tx_bytes = 0;
   for (size_t i = 0; i < n; ++i) {
     PacketRef& pkt = pkts[i];
     const Verdict& v = verdict_[i];
@@ -333,15 +339,17 @@ void Worker::ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint6
         break;
     }
     if (pkt.action == PacketAction::kTransmit || pkt.action == PacketAction::kReply) {
-      c.tx_packets.Add(1);
-      c.tx_bytes.Add(pkt.out_len);
+      ++tx_packets;
+      tx_bytes += pkt.out_len;
     } else if (pkt.action == PacketAction::kExtra) {
       for (uint16_t k = 0; k < pkt.extra_count; ++k) {
-        c.tx_packets.Add(1);
-        c.tx_bytes.Add(extra_[pkt.extra_first + k].len);
+        ++tx_packets;
+        tx_bytes += extra_[pkt.extra_first + k].len;
       }
     }
   }
+  c.tx_packets.Add(tx_packets);
+  c.tx_bytes.Add(tx_bytes);
 }
 
 void Worker::ProcessBurst(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns) {
