@@ -135,6 +135,7 @@ up() {
   nsx "$NS_ROUTER" ip link set lbp master br0 up
   # Two-arm mode's backend side: lb1 on a bridge of its own.
   nsx "$NS_ROUTER" ip link add br1 type bridge
+  nsx "$NS_ROUTER" ip link set br1 address 02:4d:4c:00:02:01  # fixed: a static [[neighbor]] in tests
   nsx "$NS_ROUTER" ip addr add 10.0.2.1/24 dev br1
   nsx "$NS_ROUTER" ip addr add fd02::1/64 dev br1 nodad
   nsx "$NS_ROUTER" ip link set br1 up

@@ -65,7 +65,8 @@ def ns(name, *cmd, timeout=30, check_rc=True):
     return run(["ip", "netns", "exec", name] + list(cmd), timeout=timeout, check_rc=check_rc)
 
 
-def config_text(vips=None, conntrack_capacity=65536, gateway_v4="10.0.0.1", ipv6_vips=True):
+def config_text(vips=None, conntrack_capacity=65536, gateway_v4="10.0.0.1", ipv6_vips=True,
+                neighbors=None):
     """A testbed config. vips: {mode: {backend: weight}}, applied to the TCP
     and the UDP VIP of that mode; default be1..be3 weight 1 everywhere."""
     if vips is None:
@@ -74,6 +75,8 @@ def config_text(vips=None, conntrack_capacity=65536, gateway_v4="10.0.0.1", ipv6
            'gateway_v4 = "%s"' % gateway_v4, 'gateway_v6 = "fd00::1"', 'mtu = 1500', '',
            '[conntrack]', 'capacity = %d' % conntrack_capacity, 'tcp_established_timeout_s = 600',
            'udp_timeout_s = 30', '']
+    for addr, mac in (neighbors or {}).items():
+        out += ['[[neighbor]]', 'address = "%s"' % addr, 'mac = "%s"' % mac, '']
     for mode, backends in vips.items():
         for proto, port, kind in (("tcp", 80, "web"), ("udp", UDP_PORT, "echo")):
             out += ['[[vip]]', 'name = "%s-%s"' % (kind, mode), 'address = "%s"' % VIP[mode],

@@ -85,7 +85,21 @@ def test():
         log("after undraining %s: %s" % (drained, counts))
         check(counts.get(drained, 0) > 0, "%s takes new connections again" % drained)
 
-        # 6. SIGHUP reloads too (for setups where inotify cannot see the file)
+        # 6. a removed backend's tracked flow moves on its next packet: the
+        # new backend knows nothing of the connection, so it is reset.
+        d = tb.start_stream(VIP["gre"], 3_000_000, delay_ms=25)
+        gone = d.backend()
+        repinned = tb.stats()["stats"]["conntrack_repinned"]
+        del backends["gre"][gone]
+        tb.reload(lbtest.config_text(backends))
+        rc, err, data = d.finish(60)
+        log("stream on removed %s: curl rc %d after %d bytes (%s)" % (gone, rc, len(data), err.strip()))
+        check(rc != 0 and len(data) < 3_000_000, "the stream of removed backend %s ends (moved, reset)" % gone)
+        check(tb.stats()["stats"]["conntrack_repinned"] > repinned, "conntrack_repinned counted the move")
+        backends["gre"][gone] = 1
+        tb.reload(lbtest.config_text(backends))
+
+        # 7. SIGHUP reloads too (for setups where inotify cannot see the file)
         gen = tb.generation()
         tb.proc.send_signal(signal.SIGHUP)
         tb.wait_for(lambda: tb.generation() == gen + 1, "generation %d after SIGHUP" % (gen + 1), 10)
