@@ -29,11 +29,11 @@ def test():
             check(shares_ok(counts, backends, HTTP_REQUESTS),
                   "%s: %d curl requests all answered, each backend near 1/3" % (mode, HTTP_REQUESTS))
         for mode, vip in lbtest.VIP6.items():
-            counts = tb.curl_many(vip, HTTP_REQUESTS // 2)
+            counts = tb.curl_many(vip, HTTP_REQUESTS)
             log("tcp6 %-5s %s: %s" % (mode, vip, dict(sorted(counts.items()))))
-            check(shares_ok(counts, backends, HTTP_REQUESTS // 2),
+            check(shares_ok(counts, backends, HTTP_REQUESTS),
                   "IPv6 VIP via %s: %d curl requests all answered, each backend near 1/3" %
-                  (mode, HTTP_REQUESTS // 2))
+                  (mode, HTTP_REQUESTS))
         for mode, vip in VIP.items():
             counts = tb.udp_many(vip, UDP_REQUESTS)
             log("udp %-5s %s: %s" % (mode, vip, dict(sorted(counts.items()))))
