@@ -2,6 +2,7 @@
 
 #include <rte_telemetry.h>
 
+#include <atomic>
 #include <string>
 
 #include "absl/strings/str_format.h"
@@ -10,8 +11,9 @@ namespace maglb {
 
 namespace {
 
-// Telemetry callbacks take no user pointer; this is the one they read.
-Controller* g_controller = nullptr;
+// Telemetry callbacks take no user pointer; this is the one they read. Null
+// once the daemon is shutting down (the commands then answer null).
+std::atomic<Controller*> g_controller{nullptr};
 
 std::string Hex(uint64_t v) { return absl::StrFormat("%016x", v); }
 
@@ -21,8 +23,10 @@ void AddString(rte_tel_data* d, const char* name, const std::string& s) {
 }
 
 int CmdStats(const char*, const char*, rte_tel_data* d) {
+  Controller* controller = g_controller.load();
+  if (controller == nullptr) return -1;
   rte_tel_data_start_dict(d);
-  g_controller->WithView([&](const LbState& state, const CounterTotals& t, const ControlStats& cs,
+  controller->WithView([&](const LbState& state, const CounterTotals& t, const ControlStats& cs,
                              const ControllerOptions& opt) {
     rte_tel_data_add_dict_u64(d, "generation", state.generation());
     rte_tel_data_add_dict_u64(d, "uptime_s", (NowNs() - cs.started_ns) / 1'000'000'000u);
@@ -80,8 +84,10 @@ int CmdStats(const char*, const char*, rte_tel_data* d) {
 }
 
 int CmdVips(const char*, const char*, rte_tel_data* d) {
+  Controller* controller = g_controller.load();
+  if (controller == nullptr) return -1;
   rte_tel_data_start_dict(d);
-  g_controller->WithView([&](const LbState& state, const CounterTotals&, const ControlStats&,
+  controller->WithView([&](const LbState& state, const CounterTotals&, const ControlStats&,
                              const ControllerOptions&) {
     rte_tel_data_add_dict_u64(d, "generation", state.generation());
     rte_tel_data* names = rte_tel_data_alloc();
@@ -99,11 +105,12 @@ int CmdVips(const char*, const char*, rte_tel_data* d) {
 }
 
 int CmdVip(const char*, const char* params, rte_tel_data* d) {
-  if (params == nullptr || *params == '\0') return -1;
+  Controller* controller = g_controller.load();
+  if (params == nullptr || *params == '\0' || controller == nullptr) return -1;
   std::string wanted = params;
   int rc = -1;
   rte_tel_data_start_dict(d);
-  g_controller->WithView([&](const LbState& state, const CounterTotals& t, const ControlStats&,
+  controller->WithView([&](const LbState& state, const CounterTotals& t, const ControlStats&,
                              const ControllerOptions&) {
     for (size_t i = 0; i < state.vips().size(); ++i) {
       const VipState& v = state.vips()[i];
@@ -165,8 +172,10 @@ int CmdVip(const char*, const char* params, rte_tel_data* d) {
 
 }  // namespace
 
+void UnregisterTelemetry() { g_controller.store(nullptr); }
+
 void RegisterTelemetry(Controller* controller) {
-  g_controller = controller;
+  g_controller.store(controller);
   rte_telemetry_register_cmd("/maglb/stats", CmdStats,
                              "maglb totals: packets, drops by reason, conntrack, reloads");
   rte_telemetry_register_cmd("/maglb/vips", CmdVips,

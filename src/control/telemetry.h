@@ -15,6 +15,8 @@ namespace maglb {
 
 /// Registers the /maglb/... commands; they read `controller` until exit.
 void RegisterTelemetry(Controller* controller);
+/// The commands answer null from now on (shutdown). DPDK cannot unregister them.
+void UnregisterTelemetry();
 
 }  // namespace maglb
 

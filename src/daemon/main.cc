@@ -288,6 +288,7 @@ int Main(int argc, char** argv) {
       config->lb.ipv6 ? config->lb.ipv6->ToString() : "-", rte_eal_get_runtime_dir()));
 
   std::string why = controller.Run();
+  UnregisterTelemetry();
   stop = true;
   rte_eal_mp_wait_lcore();
   uint64_t rx = 0, tx = 0;
