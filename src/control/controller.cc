@@ -10,7 +10,6 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "control/log.h"
 #include "maglb/reply.h"
 

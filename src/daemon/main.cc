@@ -71,23 +71,19 @@ int Fail(const std::string& msg, int code = kExitError) {
 std::string ParseAppArgs(int argc, char** argv, AppArgs* out) {
   for (int i = 0; i < argc; ++i) {
     std::string_view a = argv[i];
-    auto value = [&](const char* what) -> const char* {
-      if (i + 1 >= argc) return nullptr;
-      (void)what;
-      return argv[++i];
-    };
+    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
     if (a == "--config") {
-      const char* v = value("--config");
+      const char* v = value();
       if (v == nullptr) return "--config needs a FILE";
       out->config_path = v;
     } else if (a == "--port") {
-      const char* v = value("--port");
+      const char* v = value();
       char* end = nullptr;
       unsigned long p = v ? std::strtoul(v, &end, 10) : 0;
       if (v == nullptr || *end != '\0' || p >= RTE_MAX_ETHPORTS) return "--port needs a port number";
       out->port = static_cast<uint16_t>(p);
     } else if (a == "--backend-port") {
-      const char* v = value("--backend-port");
+      const char* v = value();
       char* end = nullptr;
       unsigned long p = v ? std::strtoul(v, &end, 10) : 0;
       if (v == nullptr || *end != '\0' || p >= RTE_MAX_ETHPORTS) {
@@ -95,7 +91,7 @@ std::string ParseAppArgs(int argc, char** argv, AppArgs* out) {
       }
       out->backend_port = static_cast<int>(p);
     } else if (a == "--idle-sleep-us") {
-      const char* v = value("--idle-sleep-us");
+      const char* v = value();
       char* end = nullptr;
       unsigned long us = v ? std::strtoul(v, &end, 10) : 0;
       if (v == nullptr || *end != '\0' || us > 1'000'000) return "--idle-sleep-us needs 0..1000000";
