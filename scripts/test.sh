@@ -14,3 +14,4 @@ ninja -C "$BUILD_DIR"
 # Unit and end-to-end tests. One at a time: end-to-end tests share the host's
 # namespaces and veths, and the machine has two cores anyway.
 meson test -C "$BUILD_DIR" --print-errorlogs --num-processes 1
+scripts/fuzz.sh

@@ -116,7 +116,8 @@ inline constexpr int kMaxIpv6ExtHeaders = 8;
   X(kMtuExceeded, "mtu_exceeded")                 /* too big: answered with ICMP */     \
   X(kMtuExceededNoIcmp, "mtu_exceeded_no_icmp")   /* too big, ICMP not allowed */       \
   X(kNoEncapSource, "no_encap_source")            /* no outer source of that family */  \
-  X(kNoHeadroom, "no_headroom")                   /* buffer cannot take outer headers */
+  X(kNoHeadroom, "no_headroom")                   /* buffer cannot take outer headers */ \
+  X(kNoNeighbor, "no_neighbor")                   /* next-hop MAC not resolved yet */
 
 enum class DropReason : uint8_t {
 #define MAGLB_DROP_ENUM(name, str) name,

@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <set>
 #include <string>
 
@@ -412,7 +415,7 @@ TEST_F(ClassifyTest, EveryClassifyDropReason) {
   // are tested there (encap_test, pipeline tests).
   const std::set<DropReason> later = {DropReason::kNoBackend, DropReason::kMtuExceeded,
                                       DropReason::kMtuExceededNoIcmp, DropReason::kNoEncapSource,
-                                      DropReason::kNoHeadroom};
+                                      DropReason::kNoHeadroom, DropReason::kNoNeighbor};
   for (size_t i = 0; i < kNumDropReasons; ++i) {
     const DropReason r = static_cast<DropReason>(i);
     EXPECT_TRUE(covered.count(r) || later.count(r)) << "untested: " << DropReasonName(r);
@@ -577,6 +580,78 @@ TEST_F(ClassifyTest, EveryTruncationIsDroppedWithoutReadingPastTheEnd) {
       EXPECT_EQ(v.action, Action::kDrop) << "prefix " << len;
     }
   }
+}
+
+// ------------------------------------------- frames built by scapy (oracle)
+
+// The fuzz seed corpus is written by scapy (tests/fuzz/make_corpus.py), not by
+// maglb's builder: classifying it checks the parser against an independent
+// encoder. VIPs and local addresses as in tests/fuzz/packet_fuzzer.cc.
+TEST(ScapyCorpusTest, EveryFrameClassifiesAsItsNameSays) {
+  auto vip = [](const char* addr, Protocol proto, uint16_t port) {
+    VipConfig v;
+    v.address = Ip(addr);
+    v.protocol = proto;
+    v.port = port;
+    return v;
+  };
+  const VipMatcher vips({vip("198.51.100.80", Protocol::kTcp, 80), vip("198.51.100.80", Protocol::kTcp, 0),
+                         vip("198.51.100.53", Protocol::kUdp, 53), vip("2001:db8:5::80", Protocol::kTcp, 443),
+                         vip("2001:db8:5::80", Protocol::kUdp, 0), vip("198.51.100.90", Protocol::kTcp, 80),
+                         vip("198.51.100.91", Protocol::kUdp, 0)});
+  LocalAddresses local;
+  local.v4 = Ip("192.0.2.10");
+  local.v6 = Ip("2001:db8::10");
+  struct Want {
+    Action action;
+    int vip_or_reason;  // VIP index for kToVip, DropReason for kDrop
+  };
+  auto to = [](int vip) { return Want{Action::kToVip, vip}; };
+  auto drop = [](DropReason r) { return Want{Action::kDrop, static_cast<int>(r)}; };
+  const std::map<std::string, Want> want = {
+      {"tcp4_syn", to(0)}, {"tcp4_ack_data", to(0)}, {"tcp4_fin", to(0)}, {"tcp4_rst", to(0)},
+      {"tcp4_wildcard_port", to(1)}, {"tcp4_options", to(0)}, {"udp4_dns", to(2)}, {"tcp4_dsr", to(5)},
+      {"udp4_draining_vip", to(6)}, {"vlan1_tcp4", to(0)}, {"vlan2_tcp4", to(0)}, {"tcp6_syn", to(3)},
+      {"udp6_any_port", to(4)}, {"tcp6_hbh", to(3)}, {"tcp6_routing", to(3)}, {"tcp6_dstopts", to(3)},
+      {"tcp6_atomic_frag", to(3)}, {"vlan1_udp6", to(4)}, {"tcp4_big_df", to(0)}, {"udp4_big_nodf", to(2)},
+      {"tcp6_big", to(3)}, {"frag4_first", to(2)}, {"frag4_later", to(2)}, {"frag6_first", to(4)},
+      {"frag6_later", to(4)}, {"icmp4_frag_needed", to(0)}, {"icmp4_time_exceeded", to(2)},
+      {"icmp6_too_big", to(3)}, {"icmp6_unreach", to(4)}, {"icmp6_time_exceeded", to(4)},
+      {"arp_request", {Action::kLocalArp, 0}}, {"arp_reply", {Action::kLocalArp, 0}},
+      {"nd_ns", {Action::kLocalNd, 0}}, {"nd_ns_dad", {Action::kLocalNd, 0}}, {"nd_na", {Action::kLocalNd, 0}},
+      {"echo4_local", {Action::kLocalEcho, 0}}, {"echo4_vip_options", {Action::kLocalEcho, 0}},
+      {"echo6_local", {Action::kLocalEcho, 0}}, {"echo6_vip_hbh", {Action::kLocalEcho, 0}},
+      {"other_dst", drop(DropReason::kNoVip)}, {"gre_to_us", drop(DropReason::kLocalUnsupported)},
+      {"lldp", drop(DropReason::kBadEtherType)}, {"three_vlans", drop(DropReason::kTooManyVlans)},
+      {"trunc_eth", drop(DropReason::kTooShort)}, {"trunc_ip", drop(DropReason::kTooShort)},
+      {"trunc_tcp", drop(DropReason::kBadIpLength)},  // the IP length claims the whole segment
+      {"bad_ihl", drop(DropReason::kBadIhl)}, {"bad_version", drop(DropReason::kBadIpVersion)},
+      {"bad_total_length", drop(DropReason::kBadIpLength)}, {"bad_tcp_offset", drop(DropReason::kBadTcpOffset)},
+      {"bad_ip6_ext_len", drop(DropReason::kBadIp6ExtChain)},
+      {"ip6_ext_chain_too_long", drop(DropReason::kBadIp6ExtChain)},
+      {"ping_of_death_frag", drop(DropReason::kBadFragment)},
+      {"icmp_error_truncated", drop(DropReason::kBadIpLength)},
+      {"echo_bad_checksum", drop(DropReason::kBadChecksum)}, {"nd_bad_hop_limit", drop(DropReason::kBadNd)},
+      {"arp_bad_hlen", drop(DropReason::kBadArp)},
+  };
+  size_t seen = 0;
+  for (const auto& [name, w] : want) {
+    SCOPED_TRACE(name);
+    std::ifstream in("tests/fuzz/corpus/" + name + ".bin", std::ios::binary);
+    ASSERT_TRUE(in.good()) << "missing corpus file (run from the source root)";
+    const std::vector<uint8_t> frame((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ParsedPacket p;
+    const Verdict v = Classify(frame, vips, local, &p);
+    EXPECT_EQ(v.action, w.action) << DropReasonName(v.reason);
+    if (w.action == Action::kToVip) {
+      EXPECT_EQ(v.vip_index, w.vip_or_reason);
+    }
+    if (w.action == Action::kDrop) {
+      EXPECT_EQ(DropReasonName(v.reason), DropReasonName(static_cast<DropReason>(w.vip_or_reason)));
+    }
+    ++seen;
+  }
+  EXPECT_EQ(seen, 57u);
 }
 
 }  // namespace

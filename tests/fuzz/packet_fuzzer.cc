@@ -1,0 +1,200 @@
+// libFuzzer harness over the whole per-packet function: one input = one
+// Ethernet frame. Built with -fsanitize=fuzzer,address,undefined
+// (scripts/fuzz.sh), so any read or write outside the frame's buffer, any
+// undefined behaviour, or any crash fails the run.
+//
+// Each input goes through
+//  1. the per-worker pipeline (Worker::ProcessPacket: classify, conntrack,
+//     table, encapsulate / reply / fragment) against a snapshot with GRE,
+//     IP-in-IP (IPv4 and IPv6 backends) and L2 DSR VIPs, a small MTU so
+//     that the ICMP too-big and fragmentation paths run, and a small
+//     conntrack so that eviction runs; then every output frame the pipeline
+//     names is read in full (ASan checks the bounds it claims);
+//  2. the packet library directly (Classify, Forward in every mode, the
+//     reply builders, IPv4 fragmentation), with each buffer sized exactly,
+//     so that a read one byte past the end is caught too.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "maglb/checksum.h"
+#include "maglb/config.h"
+#include "maglb/encap.h"
+#include "maglb/lb_state.h"
+#include "maglb/packet.h"
+#include "maglb/pipeline.h"
+#include "maglb/reply.h"
+
+namespace maglb {
+namespace {
+
+constexpr size_t kHeadroom = 128;
+constexpr size_t kTailroom = 128;
+
+IpAddress Ip(const char* s) { return *IpAddress::Parse(s); }
+MacAddress Mac(const char* s) { return *MacAddress::Parse(s); }
+
+VipConfig Vip(const char* name, const char* addr, Protocol proto, uint16_t port, Forwarding fwd,
+              std::vector<const char*> backends) {
+  VipConfig v;
+  v.name = name;
+  v.address = Ip(addr);
+  v.protocol = proto;
+  v.port = port;
+  v.forwarding = fwd;
+  v.table_size = 251;
+  for (const char* b : backends) v.backends.push_back({b, Ip(b), 1, 0});
+  return v;
+}
+
+struct Fixture {
+  Fixture() {
+    Config c;
+    c.source = "fuzz";
+    // The seed corpus (tests/fuzz/make_corpus.py) uses these addresses.
+    c.lb.ipv4 = Ip("192.0.2.10");
+    c.lb.ipv6 = Ip("2001:db8::10");
+    c.lb.gateway_v4 = Ip("192.0.2.1");
+    c.lb.gateway_v6 = Ip("2001:db8::1");
+    c.lb.encap_source_v4_flow_bits = 4;
+    c.lb.encap_source_v6_flow_bits = 12;
+    c.lb.mtu = 1400;  // frames of 1400+ bytes take the ICMP / fragment paths
+    c.neighbors.push_back({Ip("192.0.2.1"), Mac("02:00:00:00:00:fe"), 0});
+    c.neighbors.push_back({Ip("2001:db8::1"), Mac("02:00:00:00:00:fd"), 0});
+    c.neighbors.push_back({Ip("192.0.2.50"), Mac("02:00:00:00:00:50"), 0});
+    c.vips.push_back(Vip("web", "198.51.100.80", Protocol::kTcp, 80, Forwarding::kGre,
+                         {"203.0.113.1", "203.0.113.2", "2001:db8:b::1"}));
+    c.vips.push_back(Vip("any", "198.51.100.80", Protocol::kTcp, 0, Forwarding::kIpip,
+                         {"203.0.113.3", "2001:db8:b::2"}));
+    c.vips.push_back(Vip("dns", "198.51.100.53", Protocol::kUdp, 53, Forwarding::kIpip, {"203.0.113.4"}));
+    c.vips.push_back(Vip("web6", "2001:db8:5::80", Protocol::kTcp, 443, Forwarding::kGre,
+                         {"2001:db8:b::3", "203.0.113.5"}));
+    c.vips.push_back(Vip("udp6", "2001:db8:5::80", Protocol::kUdp, 0, Forwarding::kIpip, {"2001:db8:b::4"}));
+    c.vips.push_back(Vip("dsr", "198.51.100.90", Protocol::kTcp, 80, Forwarding::kL2Dsr, {"192.0.2.50"}));
+    c.vips.push_back(Vip("drain", "198.51.100.91", Protocol::kUdp, 0, Forwarding::kGre, {}));
+    LbStateOptions opts;
+    opts.port_mac = Mac("02:00:00:00:00:01");
+    auto s = BuildLbState(c, nullptr, opts);
+    if (!s.ok()) std::abort();
+    state = *std::move(s);
+    ConntrackConfig ct;
+    ct.capacity = 1024;
+    worker = std::make_unique<Worker>(ct);
+    vips = VipMatcher(c.vips);
+    local.v4 = c.lb.ipv4;
+    local.v6 = c.lb.ipv6;
+    encap = EncapConfig::FromLbConfig(c.lb, opts.port_mac);
+    encap.mtu = 1400;
+  }
+  std::unique_ptr<const LbState> state;
+  std::unique_ptr<Worker> worker;
+  VipMatcher vips;
+  LocalAddresses local;
+  EncapConfig encap;
+  uint64_t now_ns = 1'000'000'000'000ULL;
+};
+
+// Reads every byte (the sum goes nowhere, but ASan sees each access).
+volatile uint32_t g_sink;
+void Touch(const uint8_t* p, size_t n) { g_sink = ChecksumPartial(p, n, 0); }
+
+void RunPipeline(Fixture& f, const uint8_t* data, size_t size) {
+  if (size > 0xFFFF - kHeadroom - kTailroom) return;
+  // Odd-sized inputs get no tailroom, so that a read past the frame's end
+  // is out of bounds here too; even-sized ones let replies grow.
+  const size_t tailroom = (size & 1) ? 0 : kTailroom;
+  std::vector<uint8_t> buf(kHeadroom + size + tailroom);
+  std::memcpy(buf.data() + kHeadroom, data, size);
+  PacketRef ref;
+  ref.data = buf.data() + kHeadroom;
+  ref.len = static_cast<uint16_t>(size);
+  ref.headroom = kHeadroom;
+  ref.tailroom = static_cast<uint16_t>(tailroom);
+  f.now_ns += 7'000'000'000ULL;  // 7 s per input: timeouts expire along the way
+  f.worker->ProcessPacket(ref, *f.state, f.now_ns);
+  switch (ref.action) {
+    case PacketAction::kTransmit:
+    case PacketAction::kReply: {
+      const uint8_t* out = ref.data + ref.offset;
+      if (out < buf.data() || out + ref.out_len > buf.data() + buf.size()) std::abort();
+      Touch(out, ref.out_len);
+      break;
+    }
+    case PacketAction::kExtra:
+      for (const ExtraFrame& e : f.worker->extra_frames().subspan(ref.extra_first, ref.extra_count)) {
+        Touch(e.data, e.len);
+      }
+      break;
+    case PacketAction::kToControl:
+    case PacketAction::kDrop:
+      break;
+  }
+}
+
+void RunLibrary(Fixture& f, const uint8_t* data, size_t size) {
+  // Exactly `size` bytes: one past the end is out of bounds.
+  std::vector<uint8_t> frame(data, data + size);
+  ParsedPacket p;
+  const Verdict v = Classify(frame, f.vips, f.local, &p);
+  if (v.action == Action::kDrop) return;
+  if (p.ip_version != 0 && size_t{p.l3_offset} + p.l3_len > size) std::abort();  // parser's promise
+
+  const MacAddress mac = f.encap.src_mac;
+  std::vector<uint8_t> out(kMaxIcmpTooBigLen);
+  if (v.action == Action::kToVip) {
+    for (Forwarding fwd : {Forwarding::kGre, Forwarding::kIpip, Forwarding::kL2Dsr}) {
+      for (const char* backend : {"203.0.113.9", "2001:db8:b::9"}) {
+        std::vector<uint8_t> buf(kMaxEncapPrepend + size);
+        std::memcpy(buf.data() + kMaxEncapPrepend, frame.data(), size);
+        const EncapTarget t{.forwarding = fwd, .backend = Ip(backend), .next_hop_mac = mac};
+        const EncapResult r = Forward(buf.data() + kMaxEncapPrepend, size, kMaxEncapPrepend, p, t, f.encap,
+                                      0x9e3779b97f4a7c15ULL);
+        if (r.status == EncapStatus::kOk) {
+          const uint8_t* o = buf.data() + kMaxEncapPrepend + r.offset;
+          if (o < buf.data() || o + r.length > buf.data() + buf.size()) std::abort();
+          Touch(o, r.length);
+        }
+      }
+    }
+    const size_t n = BuildIcmpTooBig(frame, p, 1300, p.ip_version == 6 ? *f.local.v6 : *f.local.v4, mac, out);
+    if (n > out.size()) std::abort();
+    if (p.ip_version == 4) {
+      const uint8_t* ip = frame.data() + p.l3_offset;
+      for (size_t max_len : {68, 576, 1000}) {
+        const size_t count = Ipv4FragmentCount(ip, p.l3_len, max_len);
+        for (size_t i = 0; i < count && i < 1024; ++i) {
+          std::vector<uint8_t> frag(max_len);
+          const size_t fl = WriteIpv4Fragment(ip, p.l3_len, max_len, i, frag.data(), frag.size());
+          if (fl == 0 || fl > max_len) std::abort();
+        }
+      }
+    }
+  }
+  if (v.action == Action::kLocalEcho) {
+    std::vector<uint8_t> copy = frame;
+    if (MakeEchoReply(copy, p, mac) > size) std::abort();
+  }
+  if (v.action == Action::kLocalArp) {
+    std::vector<uint8_t> copy = frame;
+    if (MakeArpReply(copy, p, *f.local.v4, mac) > size) std::abort();
+    (void)ExtractNeighbor(frame, p);
+  }
+  if (v.action == Action::kLocalNd) {
+    std::vector<uint8_t> na(kNeighborAdvertLen + 8);
+    if (BuildNeighborAdvert(frame, p, *f.local.v6, mac, na) > na.size()) std::abort();
+    (void)ExtractNeighbor(frame, p);
+  }
+}
+
+}  // namespace
+}  // namespace maglb
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static maglb::Fixture* fixture = new maglb::Fixture();  // lives for the process
+  maglb::RunPipeline(*fixture, data, size);
+  maglb::RunLibrary(*fixture, data, size);
+  return 0;
+}
