@@ -273,8 +273,11 @@ class Conntrack {
     return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3]) | (x[4] ^ y[4])) == 0;
   }
   ConntrackEntry* Find(uint32_t b, uint32_t sig, const FlowKey& key, uint32_t now_tick) {
+    return FindMasked(b, MatchMask(headers_[b], sig), key, now_tick);
+  }
+  ConntrackEntry* FindMasked(uint32_t b, uint32_t mask, const FlowKey& key, uint32_t now_tick) {
     const BucketHeader& h = headers_[b];
-    for (uint32_t m = MatchMask(h, sig); m != 0; m &= m - 1) {
+    for (uint32_t m = mask; m != 0; m &= m - 1) {
       const int w = std::countr_zero(m);
       ConntrackEntry* e = &entries_[size_t{b} * kWays + w];
       if (static_cast<int32_t>(h.expires[w] - now_tick) > 0 && SameKey(e->key, key)) return e;

@@ -184,7 +184,6 @@ class Worker {
   Conntrack conntrack_;
   std::unique_ptr<WorkerCounters> counters_;
   uint64_t generation_seen_ = 0;
-  const LbState* state_seen_ = nullptr;
   std::vector<uint8_t> scratch_;
   size_t scratch_used_ = 0;
   std::vector<ExtraFrame> extra_;

@@ -115,12 +115,31 @@ void Conntrack::LookupBulk(const FlowKey* const* keys, const uint64_t* hashes, s
   Probe probes[kChunk];
   for (size_t off = 0; off < n; off += kChunk) {
     const size_t m = std::min(kChunk, n - off);
+    uint8_t masks[kChunk][2];
     for (size_t i = 0; i < m; ++i) {
       probes[i] = ProbeOf(hashes[off + i]);
       PrefetchBuckets(probes[i]);
     }
-    for (size_t i = 0; i < m; ++i) PrefetchEntries(probes[i]);
-    for (size_t i = 0; i < m; ++i) out[off + i] = Lookup(*keys[off + i], probes[i], now_ns);
+    // Signature matches, kept for stage 3 (nothing changes the table between).
+    for (size_t i = 0; i < m; ++i) {
+      for (int k = 0; k < 2; ++k) {
+        const uint32_t b = k == 0 ? probes[i].primary : probes[i].secondary;
+        const uint32_t mask = MatchMask(headers_[b], probes[i].sig);
+        masks[i][k] = static_cast<uint8_t>(mask);
+        for (uint32_t x = mask; x != 0; x &= x - 1) {
+          conntrack_internal::PrefetchLine(&entries_[size_t{b} * kWays + std::countr_zero(x)]);
+        }
+      }
+    }
+    const uint32_t now = TickOf(now_ns);
+    for (size_t i = 0; i < m; ++i) {
+      ConntrackEntry* e = nullptr;
+      if (masks[i][0] != 0) e = FindMasked(probes[i].primary, masks[i][0], *keys[off + i], now);
+      if (e == nullptr && masks[i][1] != 0) {
+        e = FindMasked(probes[i].secondary, masks[i][1], *keys[off + i], now);
+      }
+      out[off + i] = e;
+    }
   }
 }
 
