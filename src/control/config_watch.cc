@@ -1,4 +1,4 @@
-#include "control/config_watch.h"
+#include "config_watch.h"  // bare: the unit test compiles this file without -Isrc
 
 #include <sys/inotify.h>
 #include <unistd.h>

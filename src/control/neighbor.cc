@@ -1,4 +1,4 @@
-#include "control/neighbor.h"
+#include "neighbor.h"  // bare: the unit test compiles this file without -Isrc
 
 #include <algorithm>
 #include <cstring>
