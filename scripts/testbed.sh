@@ -35,7 +35,7 @@ BACKENDS=(be1 be2 be3 be4)
 NAMESPACES=("$NS_CLIENT" "$NS_ROUTER" "$NS_LB")
 for b in "${BACKENDS[@]}"; do NAMESPACES+=("mlb-$b"); done
 
-VIPS_V4=(10.100.0.1 10.100.0.2 10.100.0.3)
+VIPS_V4=(10.100.0.1 10.100.0.2 10.100.0.3 10.100.0.4)  # .4: for VIPs added live
 VIPS_V6=(fd00:100::1 fd00:100::2 fd00:100::3)
 LB_MAC=02:4d:4c:00:00:0a
 HTTP_PORT=80

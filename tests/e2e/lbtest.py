@@ -66,7 +66,7 @@ def ns(name, *cmd, timeout=30, check_rc=True):
 
 
 def config_text(vips=None, conntrack_capacity=65536, gateway_v4="10.0.0.1", ipv6_vips=True,
-                neighbors=None):
+                neighbors=None, extra=""):
     """A testbed config. vips: {mode: {backend: weight}}, applied to the TCP
     and the UDP VIP of that mode; default be1..be3 weight 1 everywhere."""
     if vips is None:
@@ -97,7 +97,7 @@ def config_text(vips=None, conntrack_capacity=65536, gateway_v4="10.0.0.1", ipv6
             out += ['  [[vip.backend]]', '  name = "%s"' % b,
                     '  address = "%s"' % (BACKENDS6[b] if v6_backends else BACKENDS[b])]
         out.append('')
-    return "\n".join(out) + "\n"
+    return "\n".join(out) + "\n" + extra
 
 
 class Testbed:

@@ -99,7 +99,24 @@ def test():
         backends["gre"][gone] = 1
         tb.reload(lbtest.config_text(backends))
 
-        # 7. SIGHUP reloads too (for setups where inotify cannot see the file)
+        # 7. a VIP added live serves at once; removed, its traffic is dropped
+        new_vip = ('[[vip]]\nname = "web-new"\naddress = "10.100.0.4"\nprotocol = "tcp"\nport = 80\n'
+                   'forwarding = "ipip"\ntable_size = 251\n'
+                   '  [[vip.backend]]\n  name = "be2"\n  address = "10.0.0.12"\n'
+                   '  [[vip.backend]]\n  name = "be3"\n  address = "10.0.0.13"\n')
+        tb.reload(lbtest.config_text(backends, extra=new_vip))
+        counts = tb.curl_many("10.100.0.4", 40)
+        log("added VIP web-new (be2, be3): %s" % counts)
+        check(sum(counts.values()) == 40 and set(counts) == {"be2", "be3"},
+              "a VIP added live serves 40/40 requests over its two backends")
+        check("+vip web-new" in tb.read_log(), "the reload log names the added VIP")
+        no_vip = tb.stats()["stats"]["drop_no_vip"]
+        tb.reload(lbtest.config_text(backends))
+        counts = tb.curl_many("10.100.0.4", 1, timeout=30)
+        check(not counts and tb.stats()["stats"]["drop_no_vip"] > no_vip,
+              "once removed, its traffic is dropped and counted as no_vip")
+
+        # 8. SIGHUP reloads too (for setups where inotify cannot see the file)
         gen = tb.generation()
         tb.proc.send_signal(signal.SIGHUP)
         tb.wait_for(lambda: tb.generation() == gen + 1, "generation %d after SIGHUP" % (gen + 1), 10)
