@@ -12,7 +12,7 @@
 #        | lb1: a second port for two-arm mode, on the router's bridge br1
 #          (10.0.2.1, fd02::1): encapsulated packets leave by it and the
 #          router forwards them to the backends
-#   mlb-be1..mlb-be4 (eth0 10.0.0.11..14; VIPs 10.100.0.1-3 on lo, arp_ignore;
+#   mlb-be1..mlb-be4 (eth0 10.0.0.11..14; VIPs 10.100.0.1-4 on lo, arp_ignore;
 #                     HTTP on :80 answering its name, UDP echo on :7777,
 #                     maglb-decap into TUN decap0)
 # Backends answer clients directly (DSR) through the router.
