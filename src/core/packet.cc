@@ -30,11 +30,10 @@ uint32_t AddressHash(const uint8_t* addr, bool is_v6) {
   uint64_t hi;
   std::memcpy(&lo, addr, 8);
   std::memcpy(&hi, addr + 8, 8);
-  uint64_t h = lo * 0x9E3779B97F4A7C15ULL ^ hi * 0xC2B2AE3D27D4EB4FULL ^ (is_v6 ? 0x165667B19E3779F9ULL : 0);
-  h ^= h >> 31;
-  h *= 0xD6E8FEB86659FD93ULL;
-  h ^= h >> 32;
-  return static_cast<uint32_t>(h);
+  // Two independent multiplies (they run in parallel); the high half of a
+  // product mixes every input bit below it.
+  const uint64_t h = (lo * 0x9E3779B97F4A7C15ULL) ^ (hi * 0xC2B2AE3D27D4EB4FULL) ^ (is_v6 ? 1 : 0);
+  return static_cast<uint32_t>(h >> 32) ^ static_cast<uint32_t>(h >> 17);
 }
 
 // What the IPv4/IPv6 header parser found; offsets into the frame.

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include "maglb/checksum.h"
+
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -105,6 +108,37 @@ TEST(DropReasonTest, NamesAreUniqueSnakeCaseAndStable) {
   EXPECT_EQ(DropReasonName(DropReason::kBadIhl), "bad_ihl");
   EXPECT_EQ(DropReasonName(DropReason::kNoBackend), "no_backend");
   EXPECT_EQ(DropReasonName(static_cast<DropReason>(kNumDropReasons)), "unknown");
+}
+
+// ---------------------------------------------------------------- checksum
+
+TEST(ChecksumTest, Rfc1071Example) {
+  // RFC 1071 section 3: these bytes sum to 0xddf2.
+  const uint8_t data[] = {0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7};
+  EXPECT_EQ(ChecksumPartial(data, sizeof(data), 0), 0xddf2u);
+  EXPECT_EQ(InternetChecksum(data, sizeof(data)), 0x220d);
+}
+
+TEST(ChecksumTest, MatchesTheTextbookLoopAtEveryLengthAndAlignment) {
+  uint8_t buf[300];
+  uint32_t x = 12345;
+  for (uint8_t& b : buf) {
+    x = x * 1103515245 + 12345;
+    b = static_cast<uint8_t>(x >> 16);
+  }
+  for (size_t offset = 0; offset < 8; ++offset) {
+    for (size_t len = 0; len + offset <= sizeof(buf); len += (len < 70 ? 1 : 37)) {
+      EXPECT_EQ(InternetChecksum(buf + offset, len), testing::RefChecksum({}, buf + offset, len))
+          << "offset " << offset << " len " << len;
+      // Chained: an even-length first piece, then the rest, with a carried sum.
+      const size_t half = (len / 2) & ~size_t{1};
+      EXPECT_EQ(ChecksumFinish(ChecksumPartial(buf + offset + half, len - half,
+                                               ChecksumPartial(buf + offset, half, 0xFFFF0u))),
+                testing::RefChecksum({0x00, 0x0F, 0xFF, 0xF0}, buf + offset, len));
+    }
+  }
+  std::fill(std::begin(buf), std::end(buf), 0xFF);
+  EXPECT_EQ(InternetChecksum(buf, sizeof(buf)), 0);
 }
 
 // -------------------------------------------------------------- VipMatcher
