@@ -85,8 +85,14 @@ void Controller::Reload(const char* why) {
     return;
   }
   const LbStateChange& change = (*next)->change();
-  bool conntrack_changed =
-      config->conntrack.capacity != current->config().conntrack.capacity;
+  // Conntrack tables are sized and timed once, at start (no allocation later).
+  const ConntrackConfig& a = config->conntrack;
+  const ConntrackConfig& b = current->config().conntrack;
+  bool conntrack_changed = a.capacity != b.capacity ||
+                           a.tcp_established_timeout_s != b.tcp_established_timeout_s ||
+                           a.tcp_closing_timeout_s != b.tcp_closing_timeout_s ||
+                           a.tcp_syn_timeout_s != b.tcp_syn_timeout_s ||
+                           a.udp_timeout_s != b.udp_timeout_s;
   neighbors_.SetWanted(WantedNeighbors(*config));
   std::string summary = change.ToString();
   {
@@ -97,7 +103,7 @@ void Controller::Reload(const char* why) {
   }
   options_.publisher->Publish(*std::move(next));
   LogLine(absl::StrFormat("reload (%s): %s%s", why, summary,
-                          conntrack_changed ? "; conntrack capacity applies at restart" : ""));
+                          conntrack_changed ? "; [conntrack] changes apply at the next restart" : ""));
   // New next hops: ask at once rather than at the next periodic pass.
   SendNeighborRequests(NowNs());
 }
