@@ -11,6 +11,8 @@
 //   BM_Pipeline_Existing     packets of 1M established flows, random order
 //   BM_Pipeline_SynFlood     every packet a new flow (SYN), table already full
 //   BM_Pipeline_ExistingHot  as Existing, 1024 flows (conntrack in cache)
+//   BM_Step_Classify         prepare + Classify only (packet library)
+//   BM_Step_ClassifyForward  prepare + Classify + Forward (GRE) only
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -19,7 +21,9 @@
 #include <vector>
 
 #include "maglb/config.h"
+#include "maglb/encap.h"
 #include "maglb/lb_state.h"
+#include "maglb/packet.h"
 #include "maglb/pipeline.h"
 
 namespace maglb {
@@ -227,6 +231,46 @@ void BM_Pipeline_ExistingHot(benchmark::State& state) {
   Report(state);
 }
 BENCHMARK(BM_Pipeline_ExistingHot);
+
+// Where the time goes: the packet library's steps alone, on the same bursts.
+void BM_Step_Classify(benchmark::State& state) {
+  Fixture& fx = SharedFixture();
+  Bursts bursts;
+  size_t pos = 0;
+  const size_t mask = fx.order.size() - 1;
+  ParsedPacket parsed;
+  for (auto _ : state) {
+    PacketRef* p = bursts.Next(&fx.order[pos], 0x10);
+    pos = (pos + kBurst) & mask;
+    for (size_t i = 0; i < kBurst; ++i) {
+      Verdict v = Classify({p[i].data, p[i].len}, fx.state->matcher(), fx.state->local(), &parsed);
+      benchmark::DoNotOptimize(v);
+    }
+  }
+  Report(state);
+}
+BENCHMARK(BM_Step_Classify);
+
+void BM_Step_ClassifyForward(benchmark::State& state) {
+  Fixture& fx = SharedFixture();
+  Bursts bursts;
+  size_t pos = 0;
+  const size_t mask = fx.order.size() - 1;
+  ParsedPacket parsed;
+  const VipState& vip = fx.state->vips()[0];
+  for (auto _ : state) {
+    PacketRef* p = bursts.Next(&fx.order[pos], 0x10);
+    pos = (pos + kBurst) & mask;
+    for (size_t i = 0; i < kBurst; ++i) {
+      Classify({p[i].data, p[i].len}, fx.state->matcher(), fx.state->local(), &parsed);
+      EncapResult r = Forward(p[i].data, p[i].len, p[i].headroom, parsed, vip.backends[i & 15].target,
+                              fx.state->encap(), i);
+      benchmark::DoNotOptimize(r);
+    }
+  }
+  Report(state);
+}
+BENCHMARK(BM_Step_ClassifyForward);
 
 }  // namespace
 }  // namespace maglb

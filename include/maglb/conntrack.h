@@ -133,6 +133,7 @@ class Conntrack {
     uint32_t primary;
     uint32_t secondary;
     uint32_t sig;
+    uint8_t mask[2] = {0, 0};  // signature matches per bucket, from PrefetchEntries
   };
   Probe ProbeOf(uint64_t hash) const {
     const uint32_t p = Primary(hash);
@@ -153,12 +154,16 @@ class Conntrack {
   /// signature matches, so that stage 3's Lookup finds everything in cache.
   /// Returns false when no way carries the flow's signature: the flow is new
   /// (see PrefetchInsertSlot).
-  bool PrefetchEntries(const Probe& probe) const {
-    const bool a = PrefetchMatches(probe.primary, probe.sig);
-    const bool b = PrefetchMatches(probe.secondary, probe.sig);
-    return a || b;
+  /// Records the matches in `probe` for LookupPrefetched.
+  bool PrefetchEntries(Probe& probe) const {
+    probe.mask[0] = static_cast<uint8_t>(PrefetchMatches(probe.primary, probe.sig));
+    probe.mask[1] = static_cast<uint8_t>(PrefetchMatches(probe.secondary, probe.sig));
+    return (probe.mask[0] | probe.mask[1]) != 0;
   }
-  bool PrefetchEntries(uint64_t hash) const { return PrefetchEntries(ProbeOf(hash)); }
+  bool PrefetchEntries(uint64_t hash) const {
+    Probe probe = ProbeOf(hash);
+    return PrefetchEntries(probe);
+  }
   /// For a flow that PrefetchEntries found absent: prefetches the entry line
   /// that Insert will most likely write (the choice is made again there), so
   /// that a burst of new flows does not stall on its stores.
@@ -175,6 +180,15 @@ class Conntrack {
   ConntrackEntry* Lookup(const FlowKey& key, uint64_t hash, uint64_t now_ns) {
     return Lookup(key, ProbeOf(hash), now_ns);
   }
+  /// Lookup with the matches PrefetchEntries recorded in `probe`: valid while
+  /// no Insert or Repin ran since (Touch keeps them valid).
+  ConntrackEntry* LookupPrefetched(const FlowKey& key, const Probe& probe, uint64_t now_ns) {
+    const uint32_t now = TickOf(now_ns);
+    ConntrackEntry* e = nullptr;
+    if (probe.mask[0] != 0) e = FindMasked(probe.primary, probe.mask[0], key, now);
+    if (e == nullptr && probe.mask[1] != 0) e = FindMasked(probe.secondary, probe.mask[1], key, now);
+    return e;
+  }
 
   /// Lookups for a burst: prefetches every bucket, then every matching entry,
   /// then looks each key up. out[i] is what Lookup(*keys[i], hashes[i], now)
@@ -183,14 +197,30 @@ class Conntrack {
                   uint64_t now_ns, ConntrackEntry** out);
 
   /// The state of a live entry.
-  FlowState StateOf(const ConntrackEntry* e) const;
+  FlowState StateOf(const ConntrackEntry* e) const {
+    const size_t index = static_cast<size_t>(e - entries_);
+    return static_cast<FlowState>(headers_[index / kWays].tag[index % kWays] &
+                                  conntrack_internal::kStateMask);
+  }
 
   /// Refreshes a live entry for one more packet of its flow: applies the TCP
   /// flags (`tcp_flags` is ignored for UDP) and extends its idle deadline.
   /// SYN→established on the first non-SYN segment; FIN or RST → closing. A
   /// closing flow stays closing; each packet extends it by the closing
   /// timeout only (the ACKs of a half-closed download keep it alive).
-  void Touch(ConntrackEntry* e, uint8_t tcp_flags, uint64_t now_ns);
+  void Touch(ConntrackEntry* e, uint8_t tcp_flags, uint64_t now_ns) {
+    FlowState s = StateOf(e);
+    if (s == FlowState::kSynSent) {
+      if (tcp_flags & (kTcpFin | kTcpRst)) {
+        s = FlowState::kClosing;
+      } else if (!(tcp_flags & kTcpSyn)) {
+        s = FlowState::kEstablished;  // the client's ACK completes its handshake
+      }
+    } else if (s == FlowState::kEstablished && (tcp_flags & (kTcpFin | kTcpRst))) {
+      s = FlowState::kClosing;
+    }
+    SetState(static_cast<uint32_t>(e - entries_), s, now_ns);
+  }
 
   /// Tracks a new flow that Lookup did not find. `protocol` is IPPROTO_TCP
   /// (flags decide the initial state: a SYN without ACK starts half-open,
@@ -252,12 +282,12 @@ class Conntrack {
     return mask;
 #endif
   }
-  bool PrefetchMatches(uint32_t b, uint32_t sig) const {
+  uint32_t PrefetchMatches(uint32_t b, uint32_t sig) const {
     const uint32_t mask = MatchMask(headers_[b], sig);
     for (uint32_t m = mask; m != 0; m &= m - 1) {
       conntrack_internal::PrefetchLine(&entries_[size_t{b} * kWays + std::countr_zero(m)]);
     }
-    return mask != 0;
+    return mask;
   }
   // Where Insert puts a new flow.
   struct Slot {
@@ -287,8 +317,19 @@ class Conntrack {
   template <typename T>
   static T* AllocateArray(size_t n, size_t* bytes);
   static uint32_t TickOf(uint64_t now_ns) { return static_cast<uint32_t>(now_ns >> kTickShift); }
-  uint32_t DeadlineOf(FlowState s, uint64_t now_ns) const;
-  void SetState(uint32_t index, FlowState s, uint64_t now_ns);
+  uint32_t DeadlineOf(FlowState s, uint64_t now_ns) const {
+    return TickOf(now_ns) + deadline_ticks_[static_cast<int>(s)];
+  }
+  void SetState(uint32_t index, FlowState s, uint64_t now_ns) {
+    BucketHeader& h = headers_[index / kWays];
+    const uint32_t w = index % kWays;
+    const uint32_t tag = (h.tag[w] & ~conntrack_internal::kStateMask) | static_cast<uint8_t>(s);
+    const uint32_t expires = DeadlineOf(s, now_ns);
+    // Store only what changed: most packets of a busy flow fall in the same
+    // tick, and a line left clean costs no write-back to memory.
+    if (h.tag[w] != tag) h.tag[w] = tag;
+    if (h.expires[w] != expires) h.expires[w] = expires;
+  }
 
   ConntrackTimeouts timeouts_;
   uint32_t deadline_ticks_[5] = {};  // by FlowState

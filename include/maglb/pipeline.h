@@ -43,6 +43,7 @@
 
 #include "maglb/config.h"
 #include "maglb/conntrack.h"
+#include "maglb/encap.h"
 #include "maglb/lb_state.h"
 #include "maglb/packet.h"
 
@@ -176,6 +177,12 @@ class Worker {
   void Local(PacketRef& pkt, const ParsedPacket& p, Action action, const LbState& state);
   void Send(PacketRef& pkt, const ParsedPacket& p, const VipState& vip, uint16_t backend,
             uint64_t ct_hash, const LbState& state);
+  [[gnu::noinline]] void SendSlow(PacketRef& pkt, const ParsedPacket& p, const VipState& vip,
+                                  const BackendState& b, const EncapResult& r, uint64_t ct_hash,
+                                  const LbState& state);
+  [[gnu::noinline]] void NewFlow(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash,
+                                 ConntrackEntry* e, bool backend_unresolved, const VipState& vip,
+                                 const LbState& state, uint64_t now_ns);
   void Drop(PacketRef& pkt, DropReason reason);
   uint8_t* ScratchAlloc(size_t bytes);
   bool AddExtra(const uint8_t* data, size_t len);
@@ -193,6 +200,7 @@ class Worker {
   Verdict verdict_[kBurst];
   uint64_t ct_hash_[kBurst];
   Conntrack::Probe probe_[kBurst];
+  bool chunk_inserted_ = false;  // an Insert/Repin ran in this chunk's stage 3
 };
 
 /// Counters summed over workers, by name, for one snapshot: what telemetry

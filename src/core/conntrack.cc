@@ -92,9 +92,6 @@ T* Conntrack::AllocateArray(size_t n, size_t* bytes) {
   return arr;
 }
 
-uint32_t Conntrack::DeadlineOf(FlowState s, uint64_t now_ns) const {
-  return TickOf(now_ns) + deadline_ticks_[static_cast<int>(s)];
-}
 
 size_t Conntrack::CountLive(uint64_t now_ns) const {
   const uint32_t now = TickOf(now_ns);
@@ -115,71 +112,18 @@ void Conntrack::LookupBulk(const FlowKey* const* keys, const uint64_t* hashes, s
   Probe probes[kChunk];
   for (size_t off = 0; off < n; off += kChunk) {
     const size_t m = std::min(kChunk, n - off);
-    uint8_t masks[kChunk][2];
     for (size_t i = 0; i < m; ++i) {
       probes[i] = ProbeOf(hashes[off + i]);
       PrefetchBuckets(probes[i]);
     }
-    // Signature matches, kept for stage 3 (nothing changes the table between).
-    for (size_t i = 0; i < m; ++i) {
-      for (int k = 0; k < 2; ++k) {
-        const uint32_t b = k == 0 ? probes[i].primary : probes[i].secondary;
-        const uint32_t mask = MatchMask(headers_[b], probes[i].sig);
-        masks[i][k] = static_cast<uint8_t>(mask);
-        for (uint32_t x = mask; x != 0; x &= x - 1) {
-          conntrack_internal::PrefetchLine(&entries_[size_t{b} * kWays + std::countr_zero(x)]);
-        }
-      }
-    }
-    const uint32_t now = TickOf(now_ns);
-    for (size_t i = 0; i < m; ++i) {
-      ConntrackEntry* e = nullptr;
-      if (masks[i][0] != 0) e = FindMasked(probes[i].primary, masks[i][0], *keys[off + i], now);
-      if (e == nullptr && masks[i][1] != 0) {
-        e = FindMasked(probes[i].secondary, masks[i][1], *keys[off + i], now);
-      }
-      out[off + i] = e;
-    }
+    // Signature matches are kept for stage 3: nothing changes the table between.
+    for (size_t i = 0; i < m; ++i) PrefetchEntries(probes[i]);
+    for (size_t i = 0; i < m; ++i) out[off + i] = LookupPrefetched(*keys[off + i], probes[i], now_ns);
   }
 }
 
-FlowState Conntrack::StateOf(const ConntrackEntry* e) const {
-  size_t index = static_cast<size_t>(e - entries_);
-  return static_cast<FlowState>(headers_[index / kWays].tag[index % kWays] & kStateMask);
-}
 
-void Conntrack::SetState(uint32_t index_u, FlowState s, uint64_t now_ns) {
-  size_t index = index_u;
-  BucketHeader& h = headers_[index / kWays];
-  int w = static_cast<int>(index % kWays);
-  const uint32_t tag = (h.tag[w] & ~kStateMask) | static_cast<uint8_t>(s);
-  const uint32_t expires = DeadlineOf(s, now_ns);
-  // Store only what changed: most packets of a busy flow fall in the same
-  // tick, and a line left clean costs no write-back to memory.
-  if (h.tag[w] != tag) h.tag[w] = tag;
-  if (h.expires[w] != expires) h.expires[w] = expires;
-}
 
-void Conntrack::Touch(ConntrackEntry* e, uint8_t tcp_flags, uint64_t now_ns) {
-  const auto index = static_cast<uint32_t>(e - entries_);
-  FlowState s = StateOf(e);
-  switch (s) {
-    case FlowState::kSynSent:
-      if (tcp_flags & (kTcpFin | kTcpRst)) {
-        s = FlowState::kClosing;
-      } else if (!(tcp_flags & kTcpSyn)) {
-        s = FlowState::kEstablished;  // the client's ACK completes its handshake
-      }
-      break;
-    case FlowState::kEstablished:
-      if (tcp_flags & (kTcpFin | kTcpRst)) s = FlowState::kClosing;
-      break;
-    case FlowState::kClosing:
-    case FlowState::kUdp:
-      break;
-  }
-  SetState(index, s, now_ns);
-}
 
 Conntrack::Slot Conntrack::SelectSlot(const Probe& probe, FlowState state, uint32_t now) const {
   // A free or dead way in the bucket with more of them (greedy two-choice:

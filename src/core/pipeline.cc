@@ -171,14 +171,25 @@ void Worker::Send(PacketRef& pkt, const ParsedPacket& p, const VipState& vip, ui
 
   // The conntrack hash doubles as the per-flow value that varies the outer
   // source and flow label: stable for the flow, equal on every LB instance.
+  const EncapResult r = Forward(pkt.data, pkt.len, pkt.headroom, p, b.target, state.encap(), ct_hash);
+  if (r.status == EncapStatus::kOk) [[likely]] {
+    pkt.action = PacketAction::kTransmit;
+    pkt.offset = static_cast<int16_t>(r.offset);
+    pkt.out_len = static_cast<uint16_t>(r.length);
+    return;
+  }
+  SendSlow(pkt, p, vip, b, r, ct_hash, state);
+}
+
+// Everything but plain forwarding, out of the hot function.
+void Worker::SendSlow(PacketRef& pkt, const ParsedPacket& p, const VipState& vip,
+                      const BackendState& b, const EncapResult& r, uint64_t ct_hash,
+                      const LbState& state) {
+  WorkerCounters& c = *counters_;
   const EncapConfig& encap = state.encap();
-  EncapResult r = Forward(pkt.data, pkt.len, pkt.headroom, p, b.target, encap, ct_hash);
   switch (r.status) {
     case EncapStatus::kOk:
-      pkt.action = PacketAction::kTransmit;
-      pkt.offset = static_cast<int16_t>(r.offset);
-      pkt.out_len = static_cast<uint16_t>(r.length);
-      return;
+      return;  // handled in Send
     case EncapStatus::kMtuExceeded: {
       const bool v6 = p.ip_version == 6;
       const std::optional<IpAddress>& ours = v6 ? state.local().v6 : state.local().v4;
@@ -257,7 +268,9 @@ void Worker::ToVip(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash,
   vc.packets.Add(1);
   vc.bytes.Add(pkt.len);
 
-  ConntrackEntry* e = conntrack_.Lookup(p.flow, probe, now_ns);
+  // The signature matches of stage 2 hold unless this chunk inserted since.
+  ConntrackEntry* e = chunk_inserted_ ? conntrack_.Lookup(p.flow, probe, now_ns)
+                                      : conntrack_.LookupPrefetched(p.flow, probe, now_ns);
   uint16_t backend = VipState::kNoBackend;
   if (e != nullptr) backend = vip.Resolve(e->backend_id, e->backend_hint);
 
@@ -281,12 +294,21 @@ void Worker::ToVip(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash,
     return Send(pkt, p, vip, backend, ct_hash, state);
   }
 
-  // New flow (or an unknown mid-flow one, or a new connection reusing a
-  // closing flow's tuple, or a flow whose backend is gone): the current table.
-  const bool backend_gone = e != nullptr && backend == VipState::kNoBackend;
+  NewFlow(pkt, p, ct_hash, e, backend == VipState::kNoBackend, vip, state, now_ns);
+}
+
+// A new flow (or an unknown mid-flow one, or a new connection reusing a
+// closing flow's tuple, or a flow whose backend is gone): the current table.
+void Worker::NewFlow(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash, ConntrackEntry* e,
+                     bool backend_unresolved, const VipState& vip, const LbState& state,
+                     uint64_t now_ns) {
+  WorkerCounters& c = *counters_;
+  FlowCounters& vc = c.vip[vip.counter_slot];
+  const bool backend_gone = e != nullptr && backend_unresolved;
   if (vip.table->empty()) return Drop(pkt, DropReason::kNoBackend);
-  backend = vip.table->Lookup(FlowHash(p.flow, vip.hash_seed));
+  const uint16_t backend = vip.table->Lookup(FlowHash(p.flow, vip.hash_seed));
   const BackendState& b = vip.backends[backend];
+  chunk_inserted_ = true;
   if (e != nullptr) {
     if (backend_gone) c.repinned.Add(1);
     conntrack_.Repin(e, b.id, backend, p.tcp_flags, now_ns);
@@ -323,6 +345,7 @@ void Worker::ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint6
   c.rx_packets.Add(n);
   c.rx_bytes.Add(rx_bytes);
   // 3. In order: look up, place, track, forward.
+  chunk_inserted_ = false;
   uint64_t tx_packets = 0, tx_bytes = 0;
   for (size_t i = 0; i < n; ++i) {
     PacketRef& pkt = pkts[i];
