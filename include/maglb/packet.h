@@ -206,8 +206,9 @@ class VipMatcher {
   /// Adds one VIP; rebuilds the table (control path only).
   void Add(const IpAddress& address, uint8_t protocol, uint16_t port, uint16_t index);
 
-  /// VIP index for a destination, or kNone. `addr` is 16 bytes (IPv4 in
-  /// bytes 0..3, rest zero, as in FlowKey).
+  /// VIP index for a destination, or kNone. `addr` points at the address in
+  /// network order: 4 bytes for IPv4, 16 for IPv6 (a FlowKey's or the
+  /// packet's own; only that many bytes are read).
   uint16_t Match(const uint8_t* addr, bool is_v6, uint8_t protocol, uint16_t port) const;
 
   /// For fragments (no port): the wildcard VIP, else the only VIP of that

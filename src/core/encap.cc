@@ -92,17 +92,31 @@ size_t EncapOverhead(Forwarding forwarding, bool outer_is_v6) {
          (forwarding == Forwarding::kGre ? kGreHeaderLen : 0);
 }
 
+namespace {
+
+// Low `bits` bits set (bits may be 0 or the whole width).
+constexpr uint32_t LowMask32(unsigned bits) { return bits >= 32 ? ~uint32_t{0} : (uint32_t{1} << bits) - 1; }
+constexpr uint64_t LowMask64(unsigned bits) { return bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1; }
+
+uint64_t Load64(const uint8_t* p) { return uint64_t{wire::Load32(p)} << 32 | wire::Load32(p + 4); }
+void Store64(uint8_t* p, uint64_t v) {
+  Store32(p, static_cast<uint32_t>(v >> 32));
+  Store32(p + 4, static_cast<uint32_t>(v));
+}
+
+}  // namespace
+
+// Whole-word arithmetic rather than byte edits: the packet path stores the
+// result straight into the outer header, and byte stores read back as words
+// would stall on store forwarding.
 IpAddress OuterSource(const IpAddress& base, uint8_t flow_bits, uint64_t flow_hash) {
   IpAddress a = base;
-  if (flow_bits == 0) return a;
-  // Replace the low `bits` bits of the address (big-endian) with the hash's.
-  const size_t bits = std::min<size_t>(flow_bits, a.is_v6 ? 64 : 32);
-  const size_t last = a.is_v6 ? 15 : 3;
-  for (size_t i = 0; i < bits; i += 8) {
-    const size_t take = std::min<size_t>(8, bits - i);
-    const uint8_t mask = static_cast<uint8_t>((1u << take) - 1);
-    uint8_t& byte = a.bytes[last - i / 8];
-    byte = static_cast<uint8_t>((byte & ~mask) | (static_cast<uint8_t>(flow_hash >> i) & mask));
+  if (a.is_v6) {
+    const uint64_t m = LowMask64(flow_bits);
+    Store64(a.bytes.data() + 8, (Load64(a.bytes.data() + 8) & ~m) | (flow_hash & m));
+  } else {
+    const uint32_t m = LowMask32(flow_bits);
+    Store32(a.bytes.data(), (wire::Load32(a.bytes.data()) & ~m) | (static_cast<uint32_t>(flow_hash) & m));
   }
   return a;
 }
@@ -141,7 +155,6 @@ EncapResult Encapsulate(uint8_t* ip, size_t ip_len, size_t room_before, const En
   // RFC 6040 normal mode: the outer header carries the inner DSCP and ECN.
   const uint8_t tos = inner_v6 ? static_cast<uint8_t>(Load16(ip) >> 4) : ip[1];
   const uint8_t outer_proto = gre ? kIpProtoGre : (inner_v6 ? kIpProtoIpv6 : kIpProtoIpip);
-  const IpAddress src = OuterSource(*base, outer_v6 ? config.flow_bits_v6 : config.flow_bits_v4, flow_hash);
 
   uint8_t* f = ip - prepend;
   WriteEthernet(f, target.next_hop_mac, config.src_mac, outer_v6 ? kEtherTypeIpv6 : kEtherTypeIpv4);
@@ -152,20 +165,29 @@ EncapResult Encapsulate(uint8_t* ip, size_t ip_len, size_t room_before, const En
     Store16(o + 4, static_cast<uint16_t>(after_ip));
     o[6] = outer_proto;
     o[7] = config.ttl;
-    std::memcpy(o + 8, src.bytes.data(), 16);
+    std::memcpy(o + 8, base->bytes.data(), 8);
+    const uint64_t m = LowMask64(config.flow_bits_v6);
+    Store64(o + 16, (Load64(base->bytes.data() + 8) & ~m) | (flow_hash & m));
     std::memcpy(o + 24, target.backend.bytes.data(), 16);
   } else {
+    const uint32_t m = LowMask32(config.flow_bits_v4);
+    const uint32_t src = (wire::Load32(base->bytes.data()) & ~m) | (static_cast<uint32_t>(flow_hash) & m);
+    const uint32_t dst = wire::Load32(target.backend.bytes.data());
+    const uint16_t total = static_cast<uint16_t>(kIpv4HeaderLen + after_ip);
+    // The header checksum from the field values, not by reading back the
+    // bytes just written (store forwarding again).
+    const uint32_t sum = (0x4500u | tos) + total + 0x4000u + (uint32_t{config.ttl} << 8 | outer_proto) +
+                         (src >> 16) + (src & 0xFFFF) + (dst >> 16) + (dst & 0xFFFF);
     o[0] = 0x45;
     o[1] = tos;
-    Store16(o + 2, static_cast<uint16_t>(kIpv4HeaderLen + after_ip));
+    Store16(o + 2, total);
     Store16(o + 4, 0);       // identification: atomic datagram (RFC 6864)
     Store16(o + 6, 0x4000);  // DF
     o[8] = config.ttl;
     o[9] = outer_proto;
-    Store16(o + 10, 0);
-    std::memcpy(o + 12, src.bytes.data(), 4);
-    std::memcpy(o + 16, target.backend.bytes.data(), 4);
-    Store16(o + 10, InternetChecksum(o, kIpv4HeaderLen));
+    Store16(o + 10, ChecksumFinish(sum));
+    Store32(o + 12, src);
+    Store32(o + 16, dst);
   }
   if (gre) {
     uint8_t* g = o + (outer_v6 ? kIpv6HeaderLen : kIpv4HeaderLen);
