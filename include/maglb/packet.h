@@ -154,8 +154,8 @@ struct Verdict {
 };
 
 /// What the parser learned about a frame. Offsets are from the start of the
-/// frame (the Ethernet destination MAC). Fields beyond those a layer reached
-/// are left as Classify() found them reset (zero).
+/// frame (the Ethernet destination MAC). Classify() zeroes everything first,
+/// so fields of layers it did not reach (or that do not apply) read 0.
 struct ParsedPacket {
   FlowKey flow;           ///< the key to hash (see fragment policy, ICMP errors)
   uint16_t l3_offset = 0;  ///< Ethernet + VLAN tags; where ARP/IP starts
