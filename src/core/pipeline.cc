@@ -329,6 +329,10 @@ void Worker::ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint6
     rx_bytes += pkt.len;
     pkt.extra_count = 0;
     verdict_[i] = Classify({pkt.data, pkt.len}, state.matcher(), state.local(), &parsed_[i]);
+  }
+  // Hash in a second pass: hashing a key right after the parser wrote it
+  // piecewise stalls on store-to-load forwarding.
+  for (size_t i = 0; i < n; ++i) {
     if (verdict_[i].action == Action::kToVip) {
       ct_hash_[i] = ConntrackHash(parsed_[i].flow);
       probe_[i] = conntrack_.ProbeOf(ct_hash_[i]);
