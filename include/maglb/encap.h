@@ -7,8 +7,8 @@
 //  - kIpip: IP-in-IP, RFC 2003 / RFC 2473: 4in4 (protocol 4), 6in4 (41),
 //    4in6 (next header 4), 6in6 (41), as in Katran.
 //  - kL2Dsr: no encapsulation; destination MAC := backend's, source MAC :=
-//    ours; the IP packet is untouched (the backend is on our segment and owns
-//    the VIP on a loopback).
+//    ours; VLAN tags and the IP packet are untouched (the backend is on the
+//    segment the packet came from and owns the VIP on a loopback).
 // The outer family is the backend address's family.
 //
 // Outer header fields:
