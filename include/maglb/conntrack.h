@@ -10,15 +10,16 @@
 // (full FlowKey, backend id, backend hint) live in a parallel array, one
 // 64-byte line each. A flow may sit in either of two buckets (both derived from
 // ConntrackHash; an insert takes the emptier one), which keeps premature
-// evictions negligible up to ~80% occupancy of the ways. A lookup
-// reads the two headers, compares signatures, and reads at most the matching
-// entry lines. Expiry is lazy: an entry is live until its expiry tick, and a
+// evictions negligible up to ~80% occupancy of the ways. A lookup reads the
+// two headers, compares signatures, and reads at most the matching entry
+// lines. Expiry is lazy: an entry is live until its expiry tick, and a
 // dead way is simply reused.
 //
 // When both buckets are full, the new flow replaces the stalest candidate:
 // half-open and closing flows first, then the one whose idle deadline comes
-// first. One protection against SYN floods: a half-open SYN may only replace a dead, half-open or closing entry,
-// never a live established TCP or UDP flow. A SYN that finds no such way is not
+// first. One protection against SYN floods: a half-open SYN may only replace
+// a dead, half-open or closing entry, never a live established TCP or UDP
+// flow. A SYN that finds no such way is not
 // tracked (Insert returns nullptr, counted as untracked); the caller still
 // forwards it by the table, and its next packet (a non-SYN) is tracked.
 #ifndef MAGLB_CONNTRACK_H_

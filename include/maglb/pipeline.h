@@ -1,21 +1,12 @@
 // The per-worker packet pipeline: classify -> conntrack -> table -> forward,
 // on byte buffers. DPDK-free: the data plane maps its mbufs onto PacketRef.
 //
-// Requests to H1 (packet.h / encap.h owner), worked around here meanwhile:
-//  - a drop reason for "next-hop MAC not resolved yet" (suggest
-//    X(kNoNeighbor, "no_neighbor")); until then such packets count as
-//    kNoBackend.
-//  - speed (bench/pipeline_bench, existing flows, ~70 ns/packet of which
-//    perf attributes ~10% to ChecksumPartial, ~13% to Classify and ~10% to
-//    VipMatcher::FindGroup): the outer IPv4 header checksum could sum five
-//    32-bit loads (or be precomputed per backend and patched with the total
-//    length, RFC 1624), and VipMatcher::Match could be inlined for the common
-//    single-probe hit.
-//
 // Per burst (ProcessBurst):
 //  1. Classify every packet (packet.h) against the snapshot's VipMatcher.
-//  2. For packets to a VIP: conntrack hash, prefetch both buckets; then
-//     prefetch the entries whose signature matches.
+//  2. For packets to a VIP: conntrack hash (in a pass of its own, so that it
+//     does not stall on the parser's fresh stores), prefetch both buckets;
+//     then prefetch the entries whose signature matches or, for a flow not
+//     there, the way its insert will take.
 //  3. Per packet, in order: conntrack lookup. Hit and its backend still
 //     configured (any weight): refresh and forward to it. Hit but backend
 //     removed, or miss: flow hash (seed of the VIP) -> LookupTable::Lookup ->
@@ -25,8 +16,11 @@
 //     refresh). A TCP SYN for a flow that is closing starts a new connection:
 //     it is re-placed by the current table.
 //  4. Forward (encap.h): encapsulate or rewrite in the packet's own buffer
-//     (headroom), or, for local traffic (ARP, ND, echo) and packets too big
-//     for the tunnel, build the reply in place (reply.h).
+//     (headroom). Local traffic (ARP, ND, echo) and packets too big for the
+//     tunnel with DF get their reply in place (reply.h); IPv4 packets too big
+//     without DF are fragmented and each fragment encapsulated, in the
+//     worker's scratch memory (PacketAction::kExtra). A backend whose next-hop
+//     MAC is not resolved yet: dropped as kNoNeighbor, never sent to a zero MAC.
 //
 // Packets are processed in order, each one's conntrack update visible to the
 // next (two packets of one new flow in a burst get one entry).

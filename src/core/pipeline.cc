@@ -162,8 +162,8 @@ void Worker::Local(PacketRef& pkt, const ParsedPacket& p, Action action, const L
 void Worker::Send(PacketRef& pkt, const ParsedPacket& p, const VipState& vip, uint16_t backend,
                   uint64_t ct_hash, const LbState& state) {
   const BackendState& b = vip.backends[backend];
-  // TODO(H1): a dedicated kNoNeighbor reason (see pipeline.h).
-  if (!b.next_hop_known) return Drop(pkt, DropReason::kNoBackend);
+  // Never to a zero MAC: the control thread is still resolving the next hop.
+  if (!b.next_hop_known) return Drop(pkt, DropReason::kNoNeighbor);
   WorkerCounters& c = *counters_;
   FlowCounters& bc = c.backend[b.counter_slot];
   bc.packets.Add(1);

@@ -353,6 +353,8 @@ TEST_F(PipelineTest, UnresolvedNextHopIsDroppedNotSentToAZeroMac) {
   Buf b(TcpFrame("10.0.0.1", 1, "198.51.100.80", kTcpSyn));
   Run(b);
   EXPECT_EQ(b.ref.action, PacketAction::kDrop);
+  EXPECT_EQ(b.ref.reason, DropReason::kNoNeighbor);
+  EXPECT_EQ(Drops(DropReason::kNoNeighbor), 1u);
 }
 
 TEST_F(PipelineTest, AnswersArpEchoAndNeighborSolicitation) {
