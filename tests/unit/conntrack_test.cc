@@ -255,6 +255,20 @@ TEST(ConntrackTest, HoldsItsConfiguredCapacity) {
   EXPECT_EQ(ct.CountLive(kT0), found);
 }
 
+// Ticks are 32-bit (2^24 ns each) and wrap after ~2.3 years of uptime: a
+// flow seen just before the wrap lives and expires across it as any other.
+TEST(ConntrackTest, ExpiryIsRightAcrossTheTickWrap) {
+  Conntrack ct(SmallConfig());
+  const uint64_t wrap = uint64_t{1} << 56;  // tick 2^32
+  const uint64_t before = wrap - 5 * kSec;
+  const FlowKey k = Key(13, 1, 17);
+  ASSERT_NE(Add(ct, k, 0, 1, before), nullptr);
+  EXPECT_NE(Find(ct, k, wrap + 50 * kSec), nullptr);  // 55 s after: alive (udp 60 s)
+  EXPECT_EQ(Find(ct, k, wrap + 57 * kSec), nullptr);  // 62 s after: expired
+  ct.Touch(Find(ct, k, wrap + 50 * kSec), 0, wrap + 50 * kSec);
+  EXPECT_NE(Find(ct, k, wrap + 105 * kSec), nullptr);
+}
+
 TEST(ConntrackTest, TimeoutsFromConfig) {
   ConntrackTimeouts t = ConntrackTimeouts::FromConfig(SmallConfig());
   EXPECT_EQ(t.tcp_established_ns, 3600 * kSec);
