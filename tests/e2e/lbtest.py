@@ -23,7 +23,7 @@ BUILD_DIR = os.environ.get("MAGLB_BUILD_DIR") or os.path.join(SOURCE_DIR, "build
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import backend_server  # noqa: E402  (stream_bytes: the body the client checks)
 
-MAGLB = os.path.join(BUILD_DIR, "src", "daemon", "maglb")
+MAGLB = os.path.join(BUILD_DIR, "maglb")
 MAGLBCTL = os.path.join(BUILD_DIR, "src", "ctl", "maglbctl")
 TESTBED = os.path.join(SOURCE_DIR, "scripts", "testbed.sh")
 BACKENDS = {"be1": "10.0.0.11", "be2": "10.0.0.12", "be3": "10.0.0.13", "be4": "10.0.0.14"}
