@@ -130,11 +130,20 @@ class Conntrack {
 
   /// Where a flow's entry can be: its two buckets and its signature, computed
   /// once per packet from ConntrackHash.
+  /// Where Insert puts a new flow, with the way's header as it was when chosen
+  /// (a cached choice is used only if the way is unchanged since).
+  struct Slot {
+    enum Kind : uint8_t { kNone, kEmptyWay, kDead, kEvict };
+    int64_t index = -1;  // into entries_
+    Kind kind = kNone;
+    uint32_t tag = 0, expires = 0;
+  };
   struct Probe {
     uint32_t primary;
     uint32_t secondary;
     uint32_t sig;
     uint8_t mask[2] = {0, 0};  // signature matches per bucket, from PrefetchEntries
+    Slot slot{};               // insert slot, from PrefetchInsertSlot
   };
   Probe ProbeOf(uint64_t hash) const {
     const uint32_t p = Primary(hash);
@@ -168,8 +177,7 @@ class Conntrack {
   /// For a flow that PrefetchEntries found absent: prefetches the entry line
   /// that Insert will most likely write (the choice is made again there), so
   /// that a burst of new flows does not stall on its stores.
-  void PrefetchInsertSlot(const Probe& probe, uint8_t protocol, uint8_t tcp_flags,
-                          uint64_t now_ns) const;
+  void PrefetchInsertSlot(Probe& probe, uint8_t protocol, uint8_t tcp_flags, uint64_t now_ns) const;
 
   /// The live entry of `key` (hash = ConntrackHash(key)) or nullptr. Does not
   /// refresh it: call Touch for packets that belong to it.
@@ -229,6 +237,10 @@ class Conntrack {
   /// starts established, or closing for FIN/RST) or anything else (kUdp).
   /// Returns the new entry, or nullptr if the flow could not be tracked (see
   /// the file comment); the caller forwards the packet either way.
+  /// As below, taking the slot PrefetchInsertSlot chose when its way is
+  /// unchanged since (else choosing again): one choice per new flow.
+  ConntrackEntry* Insert(const FlowKey& key, const Probe& probe, uint8_t tcp_flags,
+                         uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns);
   ConntrackEntry* Insert(const FlowKey& key, uint64_t hash, uint8_t tcp_flags,
                          uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns);
 
@@ -249,6 +261,7 @@ class Conntrack {
   };
   static_assert(sizeof(BucketHeader) == 64);
   static constexpr int kTickShift = 24;  // ~16.8 ms ticks; 2^31 ticks ~ 1.1 years
+  static constexpr uint64_t kMaxDeadlineTicks = uint64_t{1} << 29;  // ~104 days
 
   static uint32_t SigOf(uint64_t hash) { return static_cast<uint32_t>(hash >> 40); }
   // Buckets by multiply-shift ("fastrange") of 32 hash bits: any bucket
@@ -290,13 +303,9 @@ class Conntrack {
     }
     return mask;
   }
-  // Where Insert puts a new flow.
-  struct Slot {
-    enum Kind : uint8_t { kNone, kEmptyWay, kDead, kEvict };
-    int64_t index = -1;  // into entries_
-    Kind kind = kNone;
-  };
   Slot SelectSlot(const Probe& probe, FlowState state, uint32_t now_tick) const;
+  ConntrackEntry* InsertAt(const Slot& slot, const FlowKey& key, uint32_t sig, FlowState state,
+                           uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns);
   static bool SameKey(const FlowKey& a, const FlowKey& b) {
     uint64_t x[5], y[5];
     std::memcpy(x, &a, sizeof(x));

@@ -175,7 +175,8 @@ class Worker {
                                   const BackendState& b, const EncapResult& r, uint64_t ct_hash,
                                   const LbState& state);
   [[gnu::noinline]] void NewFlow(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash,
-                                 ConntrackEntry* e, bool backend_unresolved, const VipState& vip,
+                                 const Conntrack::Probe& probe, ConntrackEntry* e,
+                                 bool backend_unresolved, const VipState& vip,
                                  const LbState& state, uint64_t now_ns);
   void Drop(PacketRef& pkt, DropReason reason);
   uint8_t* ScratchAlloc(size_t bytes);

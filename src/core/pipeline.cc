@@ -294,14 +294,14 @@ void Worker::ToVip(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash,
     return Send(pkt, p, vip, backend, ct_hash, state);
   }
 
-  NewFlow(pkt, p, ct_hash, e, backend == VipState::kNoBackend, vip, state, now_ns);
+  NewFlow(pkt, p, ct_hash, probe, e, backend == VipState::kNoBackend, vip, state, now_ns);
 }
 
 // A new flow (or an unknown mid-flow one, or a new connection reusing a
 // closing flow's tuple, or a flow whose backend is gone): the current table.
-void Worker::NewFlow(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash, ConntrackEntry* e,
-                     bool backend_unresolved, const VipState& vip, const LbState& state,
-                     uint64_t now_ns) {
+void Worker::NewFlow(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash,
+                     const Conntrack::Probe& probe, ConntrackEntry* e, bool backend_unresolved,
+                     const VipState& vip, const LbState& state, uint64_t now_ns) {
   WorkerCounters& c = *counters_;
   FlowCounters& vc = c.vip[vip.counter_slot];
   const bool backend_gone = e != nullptr && backend_unresolved;
@@ -312,7 +312,7 @@ void Worker::NewFlow(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash, Co
   if (e != nullptr) {
     if (backend_gone) c.repinned.Add(1);
     conntrack_.Repin(e, b.id, backend, p.tcp_flags, now_ns);
-  } else if (conntrack_.Insert(p.flow, ct_hash, p.tcp_flags, b.id, backend, now_ns) == nullptr) {
+  } else if (conntrack_.Insert(p.flow, probe, p.tcp_flags, b.id, backend, now_ns) == nullptr) {
     c.untracked.Add(1);
   }
   vc.new_flows.Add(1);

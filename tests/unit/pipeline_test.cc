@@ -301,6 +301,40 @@ TEST_F(PipelineTest, TwoPacketsOfOneNewFlowInABurstShareOneEntry) {
   EXPECT_EQ(worker_.counters().vip[state_->FindVip("web")->counter_slot].new_flows.value(), 1u);
 }
 
+// Stage 2 picks each new flow's insert slot ahead; within one burst several
+// new flows pick the same free way, and each later one must notice.
+TEST_F(PipelineTest, NewFlowsOfOneBurstNeverShareAWay) {
+  ConntrackConfig small;
+  small.capacity = 8;  // 2 buckets x 8 ways: every flow competes for the same 16
+  Worker w(small);
+  ASSERT_EQ(w.conntrack().capacity(), 16u);
+  std::vector<Buf> bufs;
+  for (int i = 0; i < 16; ++i) bufs.emplace_back(TcpFrame(Client(i), 4000, "198.51.100.80", kTcpAck));
+  std::vector<PacketRef> refs;
+  for (Buf& b : bufs) refs.push_back(b.ref);
+  w.ProcessBurst(refs.data(), refs.size(), *state_, kT0);
+  EXPECT_EQ(w.conntrack().occupied(), 16u);
+  EXPECT_EQ(w.conntrack().stats().evictions, 0u);
+  for (int i = 0; i < 16; ++i) {
+    FlowKey k;
+    const IpAddress c = Ip(Client(i));
+    std::memcpy(k.src.data(), c.bytes.data(), 4);
+    std::memcpy(k.dst.data(), Ip("198.51.100.80").bytes.data(), 4);
+    k.src_port = 4000;
+    k.dst_port = 80;
+    k.protocol = 6;
+    EXPECT_NE(w.conntrack().Lookup(k, ConntrackHash(k), kT0), nullptr) << i;
+  }
+  // Four more: each evicts one, and the table still holds 16 distinct flows.
+  std::vector<Buf> more;
+  for (int i = 16; i < 20; ++i) more.emplace_back(TcpFrame(Client(i), 4000, "198.51.100.80", kTcpAck));
+  std::vector<PacketRef> more_refs;
+  for (Buf& b : more) more_refs.push_back(b.ref);
+  w.ProcessBurst(more_refs.data(), more_refs.size(), *state_, kT0 + kSec);
+  EXPECT_EQ(w.conntrack().stats().evictions, 4u);
+  EXPECT_EQ(w.conntrack().CountLive(kT0 + kSec), 16u);
+}
+
 TEST_F(PipelineTest, ABurstGivesWhatSinglePacketsGive) {
   Worker single(CtConfig());
   std::vector<Bytes> frames;
