@@ -27,14 +27,6 @@ inline FlowState InitialState(uint8_t protocol, uint8_t tcp_flags) {
   return FlowState::kEstablished;
 }
 
-// Eviction preference: half-open and closing flows go before established
-// TCP and UDP flows.
-inline int EvictionClass(uint8_t state) {
-  return (state == static_cast<uint8_t>(FlowState::kSynSent) ||
-          state == static_cast<uint8_t>(FlowState::kClosing))
-             ? 1
-             : 2;
-}
 
 }  // namespace
 
