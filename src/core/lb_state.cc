@@ -46,6 +46,22 @@ class SlotAllocator {
   size_t next_ = 0;
 };
 
+// A previous VIP's backends by name: reloads of VIPs with thousands of
+// backends stay linear.
+absl::flat_hash_map<std::string_view, const BackendState*> ByName(const VipState* v) {
+  absl::flat_hash_map<std::string_view, const BackendState*> m;
+  if (v == nullptr) return m;
+  m.reserve(v->backends.size());
+  for (const BackendState& b : v->backends) m[b.name] = &b;
+  return m;
+}
+
+const BackendState* Find(const absl::flat_hash_map<std::string_view, const BackendState*>& m,
+                         std::string_view name) {
+  auto it = m.find(name);
+  return it == m.end() ? nullptr : it->second;
+}
+
 }  // namespace
 
 uint16_t VipState::ResolveSlow(uint32_t id) const {
@@ -141,18 +157,27 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbState(const Config& config
   LbStateChange& change = state->change_;
   change.generation = state->generation_;
 
+  // The previous snapshot's VIPs by name (linear in the number of VIPs).
+  absl::flat_hash_map<std::string_view, const VipState*> previous_vips;
+  if (previous != nullptr) {
+    for (const VipState& v : previous->vips()) previous_vips[v.name] = &v;
+  }
+  auto find_previous = [&](std::string_view name) -> const VipState* {
+    auto it = previous_vips.find(name);
+    return it == previous_vips.end() ? nullptr : it->second;
+  };
+
   // Counter slots held by VIPs/backends that survive keep them; newcomers
   // take the lowest free ones.
   std::vector<bool> vip_slots_used(kMaxVips, false);
   std::vector<bool> backend_slots_used(kMaxBackendsTotal, false);
   for (const VipConfig& vc : config.vips) {
-    const VipState* pv = previous != nullptr ? previous->FindVip(vc.name) : nullptr;
+    const VipState* pv = find_previous(vc.name);
     if (pv == nullptr) continue;
     vip_slots_used[pv->counter_slot] = true;
+    const auto prev_by_name = ByName(pv);
     for (const BackendConfig& bc : vc.backends) {
-      for (const BackendState& pb : pv->backends) {
-        if (pb.name == bc.name) backend_slots_used[pb.counter_slot] = true;
-      }
+      if (const BackendState* pb = Find(prev_by_name, bc.name)) backend_slots_used[pb->counter_slot] = true;
     }
   }
   SlotAllocator vip_slots(std::move(vip_slots_used));
@@ -160,7 +185,7 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbState(const Config& config
 
   state->vips_.reserve(config.vips.size());
   for (const VipConfig& vc : config.vips) {
-    const VipState* pv = previous != nullptr ? previous->FindVip(vc.name) : nullptr;
+    const VipState* pv = find_previous(vc.name);
     VipState v;
     v.name = vc.name;
     v.address = vc.address;
@@ -206,14 +231,10 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbState(const Config& config
       order.clear();
       for (const BackendConfig& bc : vc.backends) order.push_back(bc.name);
     }
+    const auto prev_by_name = ByName(pv);
     for (const std::string& name : order) {
       const BackendConfig& bc = *by_name.at(name);
-      const BackendState* pb = nullptr;
-      if (pv != nullptr) {
-        for (const BackendState& cand : pv->backends) {
-          if (cand.name == name) pb = &cand;
-        }
-      }
+      const BackendState* pb = Find(prev_by_name, name);
       BackendState b;
       b.name = name;
       b.weight = bc.weight;
@@ -239,10 +260,7 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbState(const Config& config
       LbStateChange::VipChange c;
       c.name = v.name;
       for (const BackendState& b : v.backends) {
-        const BackendState* pb = nullptr;
-        for (const BackendState& cand : pv->backends) {
-          if (cand.name == b.name) pb = &cand;
-        }
+        const BackendState* pb = Find(prev_by_name, b.name);
         if (pb == nullptr) {
           c.backends_added.push_back(b.name);
         } else if (pb->weight != b.weight) {
@@ -255,9 +273,8 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbState(const Config& config
       bool fields_changed = pv->address != v.address || pv->protocol != v.protocol ||
                             pv->port != v.port || pv->forwarding != v.forwarding;
       for (const BackendState& b : v.backends) {
-        for (const BackendState& pb : pv->backends) {
-          if (pb.name == b.name && !(pb.target.backend == b.target.backend)) fields_changed = true;
-        }
+        const BackendState* pb = Find(prev_by_name, b.name);
+        if (pb != nullptr && !(pb->target.backend == b.target.backend)) fields_changed = true;
       }
       if (!reuse || fields_changed) {
         c.old_fingerprint = pv->fingerprint();
@@ -273,8 +290,10 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbState(const Config& config
     state->vips_.push_back(std::move(v));
   }
   if (previous != nullptr) {
+    absl::flat_hash_map<std::string_view, bool> configured;
+    for (const VipConfig& vc : config.vips) configured[vc.name] = true;
     for (const VipState& pv : previous->vips()) {
-      if (config.FindVip(pv.name) == nullptr) change.vips_removed.push_back(pv.name);
+      if (!configured.contains(pv.name)) change.vips_removed.push_back(pv.name);
     }
   }
 
