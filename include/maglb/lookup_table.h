@@ -50,10 +50,11 @@ class LookupTable {
   /// Entries per backend index.
   std::vector<uint32_t> EntryCounts() const;
 
-  /// 64-bit fingerprint of the table's contents: XXH64 over M and, slot by
-  /// slot, the XXH64 of the backend *name* in that slot. Two instances whose
-  /// tables route every slot to the same names have equal fingerprints, however
-  /// they list their backends. 0 for an empty table.
+  /// 64-bit fingerprint of the table's contents: XXH64 over M, the names that
+  /// own slots (length-prefixed, in ascending order of their XXH64, ties by
+  /// bytes) and, slot by slot, the rank of the name in that slot. Two instances whose tables route every slot to the
+  /// same names have equal fingerprints, however they list their backends
+  /// (draining ones included). 0 for an empty table.
   uint64_t fingerprint() const { return fingerprint_; }
 
  private:

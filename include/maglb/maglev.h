@@ -36,13 +36,14 @@ struct MaglevPermutation {
 };
 MaglevPermutation MaglevPermutationOf(std::string_view name, uint32_t m);
 
-/// Builds the Maglev lookup table. Backends take turns, in the byte order of
-/// their names (so the result does not depend on how they are listed), each
-/// claiming its next preferred empty slot. Weights: every turn a backend earns
-/// `weight` credits and claims one slot per `max_weight` credits it holds, so
-/// entries are proportional to weight and equal weights reduce exactly to the
-/// paper's one-claim-per-turn. Weight-0 backends claim nothing; if all weigh 0
-/// the returned table is empty().
+/// Builds the Maglev lookup table. Backends take turns, each claiming its next
+/// preferred empty slot. The turn order is canonical, so the result does not
+/// depend on how backends are listed: ascending XXH64(name, kMaglevOffsetSeed)
+/// (the full 64-bit offset hash), ties broken by the names' bytes. Weights:
+/// every turn a backend earns `weight` credits and claims one slot per
+/// `max_weight` credits it holds, so entries are proportional to weight and
+/// equal weights reduce exactly to the paper's one-claim-per-turn. Weight-0
+/// backends claim nothing; if all weigh 0 the returned table is empty().
 ///
 /// Cost: O(M log M) probes, each an add and a compare (no division).
 absl::StatusOr<LookupTable> BuildMaglevTable(std::span<const BackendSpec> backends,

@@ -1,6 +1,7 @@
 #include "maglb/lookup_table.h"
 
 #include <algorithm>
+#include <bit>
 #include <utility>
 
 #include "maglb/hash.h"
@@ -14,22 +15,42 @@ LookupTable::LookupTable(std::vector<uint16_t> slots,
                          std::vector<std::string> backend_names)
     : slots_(std::move(slots)), backend_names_(std::move(backend_names)) {
   if (slots_.empty()) return;
-  std::vector<uint64_t> name_hashes(backend_names_.size());
-  for (size_t i = 0; i < backend_names_.size(); ++i) {
-    name_hashes[i] = Xxh64(backend_names_[i], kFingerprintSeed);
+  // Identity by name, not by list position: rank the names that own slots in
+  // a canonical order (by name hash, ties by name; integers sort cheaply),
+  // hash those names, then each slot's rank.
+  std::vector<uint32_t> counts = EntryCounts();
+  struct Present {
+    uint64_t key;
+    uint16_t index;
+  };
+  std::vector<Present> present;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] > 0) {
+      present.push_back({Xxh64(backend_names_[i], kFingerprintSeed), static_cast<uint16_t>(i)});
+    }
   }
-  // Little-endian bytes in blocks: one streaming call per 4 KiB, not per slot.
+  std::sort(present.begin(), present.end(), [&](const Present& a, const Present& b) {
+    if (a.key != b.key) return a.key < b.key;
+    return backend_names_[a.index] < backend_names_[b.index];
+  });
+  std::vector<uint16_t> rank(backend_names_.size(), 0);
   Xxh64Stream stream(kFingerprintSeed);
   stream.UpdateU64(slots_.size());
-  constexpr size_t kBlock = 512;
-  uint8_t block[kBlock * 8];
-  for (size_t i = 0; i < slots_.size(); i += kBlock) {
-    const size_t n = std::min(kBlock, slots_.size() - i);
-    for (size_t k = 0; k < n; ++k) {
-      StoreLe64(name_hashes[slots_[i + k]], block + 8 * k);
-    }
-    stream.Update(block, n * 8);
+  stream.UpdateU64(present.size());
+  for (size_t r = 0; r < present.size(); ++r) {
+    const std::string& name = backend_names_[present[r].index];
+    rank[present[r].index] = static_cast<uint16_t>(r);
+    stream.UpdateU64(name.size());
+    stream.Update(name.data(), name.size());
   }
+  // Ranks as little-endian 16-bit words.
+  std::vector<uint16_t> ranked(slots_.size());
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    uint16_t r = rank[slots_[i]];
+    if constexpr (std::endian::native == std::endian::big) r = __builtin_bswap16(r);
+    ranked[i] = r;
+  }
+  stream.Update(ranked.data(), ranked.size() * sizeof(uint16_t));
   fingerprint_ = stream.Digest();
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -14,7 +15,16 @@
 
 namespace maglb {
 
-absl::Status ValidateTableInput(std::span<const BackendSpec> backends, uint32_t m) {
+namespace {
+
+absl::Status DuplicateNameError(std::string_view name) {
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "backend name \"%s\" appears twice: names identify backends and must be unique",
+      std::string(name)));
+}
+
+// Everything ValidateTableInput checks except that names are distinct.
+absl::Status ValidateSizesNamesWeights(std::span<const BackendSpec> backends, uint32_t m) {
   if (m < kMinTableSize || m > kMaxTableSize || !IsPrime(m)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "table size %u must be a prime from %u to %u (65537 is the usual choice; "
@@ -30,21 +40,26 @@ absl::Status ValidateTableInput(std::span<const BackendSpec> backends, uint32_t 
         "table size %u is smaller than the number of backends (%u): "
         "every backend needs slots; use a larger prime", m, backends.size()));
   }
-  absl::flat_hash_set<std::string_view> seen;
   for (const BackendSpec& b : backends) {
     if (b.name.empty()) {
       return absl::InvalidArgumentError("a backend has an empty name");
-    }
-    if (!seen.insert(b.name).second) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "backend name \"%s\" appears twice: names identify backends and must "
-          "be unique", b.name));
     }
     if (b.weight > kMaxWeight) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "backend \"%s\": weight %u is above the maximum %u", b.name, b.weight,
           kMaxWeight));
     }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateTableInput(std::span<const BackendSpec> backends, uint32_t m) {
+  if (absl::Status s = ValidateSizesNamesWeights(backends, m); !s.ok()) return s;
+  absl::flat_hash_set<std::string_view> seen;
+  for (const BackendSpec& b : backends) {
+    if (!seen.insert(b.name).second) return DuplicateNameError(b.name);
   }
   return absl::OkStatus();
 }
@@ -76,6 +91,14 @@ inline uint32_t MulMod(uint32_t a, uint32_t b, uint32_t m, double inv_m) {
   return static_cast<uint32_t>(r);
 }
 
+// Bit k: whether slot pos + stride[k] (mod m) is taken; the slots go to
+// `candidate`. Unrolled by the fold so that the probes have no branch.
+template <size_t... K>
+inline uint32_t WindowTakenMask(const uint8_t* taken, uint32_t pos, const uint32_t* stride,
+                                uint32_t m, uint32_t* candidate, std::index_sequence<K...>) {
+  return ((uint32_t{taken[candidate[K] = AddMod(pos, stride[K], m)]} << K) | ...);
+}
+
 uint32_t PowMod(uint32_t base, uint32_t exp, uint32_t m) {
   uint64_t result = 1, b = base;
   while (exp > 0) {
@@ -88,60 +111,90 @@ uint32_t PowMod(uint32_t base, uint32_t exp, uint32_t m) {
 
 }  // namespace
 
-// Two phases, both producing exactly the paper's result (the oracle test
-// checks this):
-//  1. While many slots are empty, walk each backend's permutation slot by
-//     slot (pos += skip mod M) until an empty slot: about M/E probes when E
-//     slots are empty.
-//  2. Once E < sqrt(M), walking costs more than looking at every empty slot:
-//     the first empty slot of a backend's walk from `pos` is the empty slot e
-//     with the least permutation distance (e - pos) * skip^-1 mod M, so scan
-//     the E survivors instead. This removes most of the M ln M probes, which
-//     happen at the very end of the fill.
+// Three ways to find a backend's next empty slot, each giving exactly the
+// paper's result (the oracle test checks this), chosen by how full the table is:
+//  - Sparse (< 1/2 full) and dense (> 99% full): walk the permutation slot by
+//    slot, pos += skip mod M, until an empty slot. Sparse walks stop at once;
+//    dense ones run long; either way the loop branch predicts well.
+//  - In between, the walk's length is a coin toss per probe, and branch
+//    mispredictions dominated: test a window of eight permutation positions
+//    branch-free and take the first empty one.
+//  - Once E < sqrt(M) slots are empty, walking costs M/E probes per claim,
+//    more than looking at every empty slot: the walk from `pos` stops at the
+//    empty slot with the least permutation distance (e - pos) * skip^-1 mod M,
+//    so scan the E survivors instead. Most of the M ln M probes of a plain walk
+//    happen here, at the very end of the fill.
 absl::StatusOr<LookupTable> BuildMaglevTable(std::span<const BackendSpec> backends,
                                              uint32_t m) {
-  if (absl::Status s = ValidateTableInput(backends, m); !s.ok()) return s;
+  if (absl::Status s = ValidateSizesNamesWeights(backends, m); !s.ok()) return s;
 
   std::vector<std::string> names;
   names.reserve(backends.size());
   for (const BackendSpec& b : backends) names.push_back(b.name);
 
-  // Turn order is the byte order of names: "the table is filled in that order".
+  constexpr int kWindow = 8;
   struct Claimant {
-    uint32_t next;      // the next slot of this backend's permutation to try
+    uint32_t next;              // the next slot of this backend's permutation to try
     uint32_t skip;
-    uint32_t inv_skip;  // skip^-1 mod M, set when phase 2 starts
+    uint32_t stride[kWindow];   // k * skip mod M: the window's offsets
+    uint32_t inv_skip;          // skip^-1 mod M, set when scanning starts
     uint32_t weight;
-    uint32_t credit;    // < max_weight between turns, so no overflow
-    uint16_t index;     // position in the caller's list
+    uint32_t credit;            // < max_weight between turns, so no overflow
+    uint16_t index;             // position in the caller's list
   };
-  std::vector<uint16_t> order(backends.size());
-  std::iota(order.begin(), order.end(), uint16_t{0});
-  std::sort(order.begin(), order.end(), [&](uint16_t a, uint16_t b) {
-    return backends[a].name < backends[b].name;
+  // Canonical turn order: by the 64-bit offset hash of the name, ties by the
+  // name's bytes. Sorting integers, not strings, keeps this cheap, and equal
+  // names sit side by side, which is where duplicates are caught.
+  struct Turn {
+    uint64_t key;
+    uint16_t index;
+  };
+  std::vector<Turn> order(backends.size());
+  for (size_t i = 0; i < backends.size(); ++i) {
+    order[i] = {Xxh64(backends[i].name, kMaglevOffsetSeed), static_cast<uint16_t>(i)};
+  }
+  std::sort(order.begin(), order.end(), [&](const Turn& a, const Turn& b) {
+    if (a.key != b.key) return a.key < b.key;
+    return backends[a.index].name < backends[b.index].name;
   });
+  for (size_t i = 1; i < order.size(); ++i) {
+    if (order[i].key == order[i - 1].key &&
+        backends[order[i].index].name == backends[order[i - 1].index].name) {
+      return DuplicateNameError(backends[order[i].index].name);
+    }
+  }
   std::vector<Claimant> claimants;
   uint32_t max_weight = 0;
-  for (uint16_t i : order) {
+  for (const Turn& turn : order) {
+    const uint16_t i = turn.index;
     if (backends[i].weight == 0) continue;
     MaglevPermutation p = MaglevPermutationOf(backends[i].name, m);
-    claimants.push_back({p.offset, p.skip, 0, backends[i].weight, 0, i});
+    Claimant c{};
+    c.next = p.offset;
+    c.skip = p.skip;
+    for (int k = 0; k < kWindow; ++k) c.stride[k] = static_cast<uint32_t>(uint64_t{p.skip} * k % m);
+    c.weight = backends[i].weight;
+    c.index = i;
+    claimants.push_back(c);
     max_weight = std::max(max_weight, backends[i].weight);
   }
   if (claimants.empty()) return LookupTable({}, std::move(names));
 
-  // Taken slots live in a bitmap (8 KiB at M = 65537: stays in L1).
-  std::vector<uint64_t> taken_bits((m + 63) / 64, 0);
-  uint64_t* const taken = taken_bits.data();
+  // One byte per slot: a probe is a single load and compare.
+  std::vector<uint8_t> taken_bytes(m, 0);
+  uint8_t* const taken = taken_bytes.data();
   std::vector<uint16_t> slots(m);
   uint32_t filled = 0;
 
-  // Phase 2 starts when fewer than sqrt(M) slots are empty: a scan step costs
-  // about twice a walk probe, and walking needs M/E probes per claim.
+  enum class Mode { kWalk, kWindow, kScan };
+  Mode mode = Mode::kWalk;
   const uint32_t scan_below = static_cast<uint32_t>(std::sqrt(static_cast<double>(m)));
+  const uint32_t window_from = m / 2;
+  const uint32_t window_until = std::max(window_from, m - m / 100);  // then walk again
+  const uint32_t scan_from = m - scan_below;
+  uint32_t next_switch = window_from;
   const double inv_m = 1.0 / m;
-  std::vector<uint32_t> empty;  // phase 2: the empty slots, in no order
-  bool scanning = false;
+  std::vector<uint32_t> empty;  // while scanning: the empty slots, in no order
 
   while (true) {
     for (Claimant& c : claimants) {
@@ -149,12 +202,21 @@ absl::StatusOr<LookupTable> BuildMaglevTable(std::span<const BackendSpec> backen
       while (c.credit >= max_weight) {
         c.credit -= max_weight;
         uint32_t pos = c.next;
-        if (!scanning) {
+        if (mode == Mode::kWalk) {
           const uint32_t skip = c.skip;
-          while ((taken[pos >> 6] >> (pos & 63)) & 1) pos = AddMod(pos, skip, m);
+          while (taken[pos]) pos = AddMod(pos, skip, m);
+        } else if (mode == Mode::kWindow) {
+          while (true) {
+            uint32_t candidate[kWindow];
+            const uint32_t taken_mask = WindowTakenMask(taken, pos, c.stride, m, candidate,
+                                                        std::make_index_sequence<kWindow>());
+            if (taken_mask != (1u << kWindow) - 1) {
+              pos = candidate[std::countr_one(taken_mask)];
+              break;
+            }
+            pos = AddMod(candidate[kWindow - 1], c.skip, m);
+          }
         } else {
-          // The first empty slot of the walk from `pos` is the empty slot at
-          // the least permutation distance (e - pos) * skip^-1 mod M.
           if (c.inv_skip == 0) c.inv_skip = PowMod(c.skip, m - 2, m);  // Fermat: M prime
           size_t best = 0;
           uint32_t best_distance = UINT32_MAX;
@@ -169,18 +231,24 @@ absl::StatusOr<LookupTable> BuildMaglevTable(std::span<const BackendSpec> backen
           empty[best] = empty.back();
           empty.pop_back();
         }
-        taken[pos >> 6] |= uint64_t{1} << (pos & 63);
+        taken[pos] = 1;
         slots[pos] = c.index;
         c.next = AddMod(pos, c.skip, m);
-        if (++filled == m) return LookupTable(std::move(slots), std::move(names));
-        if (!scanning && m - filled < scan_below) {
-          scanning = true;
-          for (uint32_t w = 0; w < taken_bits.size(); ++w) {
-            for (uint64_t free = ~taken[w]; free != 0; free &= free - 1) {
-              const uint32_t e = w * 64 + static_cast<uint32_t>(std::countr_zero(free));
-              if (e < m) empty.push_back(e);
-            }
-          }
+        if (++filled < next_switch) continue;
+        if (filled == m) return LookupTable(std::move(slots), std::move(names));
+        // Phase changes, in order; thresholds may coincide for small M.
+        if (filled >= scan_from) {
+          mode = Mode::kScan;
+          next_switch = m;
+          for (uint32_t e = 0; e < m; ++e) {
+            if (!taken[e]) empty.push_back(e);
+          }  // once per build: a plain loop is fine
+        } else if (filled >= window_until) {
+          mode = Mode::kWalk;
+          next_switch = scan_from;
+        } else {
+          mode = Mode::kWindow;
+          next_switch = window_until;
         }
       }
     }

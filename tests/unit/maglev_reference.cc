@@ -8,13 +8,18 @@
 namespace maglb::testing {
 
 std::vector<int> ReferenceMaglevPopulate(const std::vector<BackendSpec>& backends, uint64_t m) {
-  // Turns go in byte order of names; weight-0 backends sit out.
+  // Turns go in ascending order of the 64-bit offset hash of the name (ties
+  // by name); weight-0 backends sit out.
   std::vector<int> order;
+  std::vector<uint64_t> turn_key(backends.size());
   for (size_t i = 0; i < backends.size(); ++i) {
+    turn_key[i] = Xxh64(backends[i].name, kMaglevOffsetSeed);
     if (backends[i].weight > 0) order.push_back(static_cast<int>(i));
   }
-  std::sort(order.begin(), order.end(),
-            [&](int a, int b) { return backends[a].name < backends[b].name; });
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return turn_key[a] != turn_key[b] ? turn_key[a] < turn_key[b]
+                                      : backends[a].name < backends[b].name;
+  });
   if (order.empty()) return {};
 
   uint64_t max_weight = 0;
