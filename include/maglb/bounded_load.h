@@ -1,8 +1,20 @@
 // Consistent hashing with bounded loads (Mirrokni, Thorup, Zadimoghaddam,
 // SODA 2018 / arXiv 2016) for new flows: a backend already at its capacity
 // passes the new flow on to the next distinct backend in that flow's
-// preference order. Only the pure decision lives here; a VIP opts in with
+// preference order. The pure decision lives here; a VIP opts in with
 // `bounded_load_epsilon`.
+//
+// In the data plane (Worker::BoundedLoadChoice in pipeline.cc) only new flows
+// of a VIP with epsilon set are placed this way, each worker against its own
+// counts (FlowLoads in conntrack.h: its active flows per backend and per VIP,
+// kept by its conntrack). Each worker sees its RSS share of the flows, so the
+// bound holds per worker: a backend's flows on a worker stay within
+// ceil((1 + epsilon) * that worker's weighted average), hence within about
+// (1 + epsilon) of the overall average up to how evenly RSS splits flows.
+// Packets of tracked flows never consult it: pinning wins over the bound.
+// The preference order is TablePreference's, walked over at most
+// kBoundedLoadMaxSlots slots (bounded work per packet); when no backend there
+// is below its capacity, the flow takes its first choice and is counted.
 #ifndef MAGLB_BOUNDED_LOAD_H_
 #define MAGLB_BOUNDED_LOAD_H_
 
@@ -19,6 +31,14 @@ namespace maglb {
 inline constexpr double kMinBoundedLoadEpsilon = 0.01;
 inline constexpr double kMaxBoundedLoadEpsilon = 10.0;
 
+/// Table slots that the data plane walks at most, from the flow's own slot,
+/// looking for a backend below its capacity. Enough to see every backend of
+/// a maglev table of up to ~40 backends in all but a negligible share of
+/// walks (a table of N backends shows them all within ~N ln N slots); beyond,
+/// the walk sees a sample of the next backends in the same order. The walk
+/// only goes this far when nearly every backend is at its capacity.
+inline constexpr uint32_t kBoundedLoadMaxSlots = 256;
+
 /// Active flows per backend (indexed as the table's backends) and weights.
 /// total_flows and total_weight are the sums, kept by the caller so that a
 /// decision costs O(rank), not O(N).
@@ -33,6 +53,10 @@ struct LoadView {
 /// w_b / W), F the active flows before this one (Mirrokni et al. average over
 /// the flows including the new one). For equal weights, ceil((1+e)(F+1)/N).
 uint64_t BoundedLoadCapacity(const LoadView& load, uint32_t backend, double epsilon);
+/// The same for a backend of weight `weight`, with `total_flows` F and
+/// `total_weight` W: the one formula that analyze and the data plane share.
+uint64_t BoundedLoadCapacity(uint64_t total_flows, uint32_t weight, uint64_t total_weight,
+                             double epsilon);
 
 struct BoundedLoadChoice {
   uint32_t backend = 0;

@@ -75,6 +75,9 @@ inline constexpr uint8_t kTcpSyn = 0x02;
 inline constexpr uint8_t kTcpRst = 0x04;
 inline constexpr uint8_t kTcpAck = 0x10;
 
+/// ConntrackEntry::load_slot of a flow that FlowLoads does not count.
+inline constexpr uint32_t kUncountedFlow = 0xFFFFFFFF;
+
 /// A tracked flow. Stable in memory until the next Insert or Remove.
 struct alignas(64) ConntrackEntry {
   FlowKey key;
@@ -86,8 +89,80 @@ struct alignas(64) ConntrackEntry {
   uint16_t backend_hint = 0;
   uint16_t reserved = 0;
   uint64_t created_ns = 0;
+  /// FlowLoads slot (the backend's counter slot) this flow is counted in, or
+  /// kUncountedFlow (flows of VIPs without bounded loads).
+  uint32_t load_slot = kUncountedFlow;
 };
 static_assert(sizeof(ConntrackEntry) == 64);
+
+/// Active flows per backend and per VIP on one worker, for bounded loads
+/// (bounded_load.h), kept exactly by the conntrack's own events: +1 when a
+/// counted flow is inserted for a backend, -1 when its entry leaves that
+/// backend (its way reused after expiry, evicted, repinned, removed).
+///
+/// Expiry is lazy: a flow that went idle still counts until an insert reuses
+/// its way. The average that the bound is relative to comes from the same
+/// counts, so idle flows inflate a backend's count and the average alike.
+///
+/// Slots are the backends' counter slots (lb_state.h), which a reload may hand
+/// to another backend: a slot belongs to one backend id, and each snapshot
+/// that the worker adopts re-registers its backends (Adopt). A slot that
+/// changed hands starts from zero; the entries of a backend that is no longer
+/// configured (or whose slot went to another) are ignored when they leave; a
+/// VIP's total is rebuilt at each adoption as the sum over its current
+/// backends, so a removed backend's flows leave the average at once.
+class FlowLoads {
+ public:
+  /// No slots: nothing may be counted (Insert with kUncountedFlow only).
+  FlowLoads() = default;
+  FlowLoads(uint32_t backend_slots, uint32_t vip_slots);
+
+  /// Adoption of a snapshot: BeginAdoption, then for each VIP AdoptVip and
+  /// AdoptBackend for each of its backends. Slots not adopted since the last
+  /// BeginAdoption are inert.
+  void BeginAdoption() { ++epoch_; }
+  void AdoptVip(uint32_t vip_slot) { vip_active_[vip_slot] = 0; }
+  void AdoptBackend(uint32_t slot, uint32_t backend_id, uint32_t vip_slot) {
+    Cell& c = cells_[slot];
+    if (c.owner != backend_id) {
+      c.owner = backend_id;
+      c.active = 0;
+    }
+    c.epoch = epoch_;
+    c.vip_slot = vip_slot;
+    vip_active_[vip_slot] += c.active;
+  }
+
+  /// Counted flows of the backend in `slot`, and of the VIP in `vip_slot`.
+  uint32_t active(uint32_t slot) const { return cells_[slot].active; }
+  uint64_t vip_active(uint32_t vip_slot) const { return vip_active_[vip_slot]; }
+
+  /// A counted flow placed on the backend in `slot` (adopted, current).
+  void Add(uint32_t slot) {
+    Cell& c = cells_[slot];
+    ++c.active;
+    ++vip_active_[c.vip_slot];
+  }
+  /// A counted flow of backend `backend_id` leaves `slot`; ignored when the
+  /// slot is not that backend's in the current snapshot.
+  void Release(uint32_t slot, uint32_t backend_id) {
+    Cell& c = cells_[slot];
+    if (c.owner != backend_id || c.epoch != epoch_ || c.active == 0) return;
+    --c.active;
+    --vip_active_[c.vip_slot];
+  }
+
+ private:
+  struct Cell {
+    uint32_t owner = 0;  // backend id; 0 is never assigned
+    uint32_t epoch = 0;  // adoption that last registered this slot
+    uint32_t active = 0;
+    uint32_t vip_slot = 0;
+  };
+  std::unique_ptr<Cell[]> cells_;
+  std::unique_ptr<uint64_t[]> vip_active_;
+  uint32_t epoch_ = 0;
+};
 
 /// Idle timeouts in nanoseconds, from ConntrackConfig's seconds.
 struct ConntrackTimeouts {
@@ -113,6 +188,9 @@ class Conntrack {
   /// configured number of flows, fewer than 0.02% are evicted early because
   /// both of their buckets happened to be full.
   explicit Conntrack(const ConntrackConfig& config);
+  /// As above, with FlowLoads for `load_slots` backends and `vip_slots` VIPs
+  /// (kMaxBackendsTotal and kMaxVips for a worker).
+  Conntrack(const ConntrackConfig& config, uint32_t load_slots, uint32_t vip_slots);
   ~Conntrack();
   Conntrack(const Conntrack&) = delete;
   Conntrack& operator=(const Conntrack&) = delete;
@@ -121,12 +199,19 @@ class Conntrack {
   size_t capacity() const { return num_buckets_ * kWays; }
   const ConntrackTimeouts& timeouts() const { return timeouts_; }
   const ConntrackStats& stats() const { return stats_; }
+  /// Active flows per backend, counted for inserts that passed a load_slot.
+  const FlowLoads& loads() const { return loads_; }
+  FlowLoads& loads() { return loads_; }
 
   /// Ways holding a flow that has not been reclaimed; includes flows that
   /// expired but whose way no insert has reused yet. O(1).
   size_t occupied() const { return occupied_; }
   /// Live flows at `now_ns`. O(capacity): tests and diagnostics only.
   size_t CountLive(uint64_t now_ns) const;
+  /// Occupied ways (live or expired, not yet reused) counted in `load_slot`
+  /// for `backend_id`: what loads().active(load_slot) must equal while that
+  /// slot is the backend's. O(capacity): tests and diagnostics only.
+  size_t CountCounted(uint32_t load_slot, uint32_t backend_id) const;
 
   /// Where a flow's entry can be: its two buckets and its signature, computed
   /// once per packet from ConntrackHash.
@@ -237,19 +322,25 @@ class Conntrack {
   /// starts established, or closing for FIN/RST) or anything else (kUdp).
   /// Returns the new entry, or nullptr if the flow could not be tracked (see
   /// the file comment); the caller forwards the packet either way.
+  /// `load_slot`: kUncountedFlow, or the FlowLoads slot (adopted for
+  /// `backend_id`) that counts this flow while it holds its way. Whatever
+  /// the new flow, a counted flow whose way it takes is released.
   /// As below, taking the slot PrefetchInsertSlot chose when its way is
   /// unchanged since (else choosing again): one choice per new flow.
   ConntrackEntry* Insert(const FlowKey& key, const Probe& probe, uint8_t tcp_flags,
-                         uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns);
+                         uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns,
+                         uint32_t load_slot = kUncountedFlow);
   ConntrackEntry* Insert(const FlowKey& key, uint64_t hash, uint8_t tcp_flags,
-                         uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns);
+                         uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns,
+                         uint32_t load_slot = kUncountedFlow);
 
-  /// Repins an existing entry to another backend (its backend was removed)
-  /// and refreshes it as Touch does.
+  /// Repins an existing entry to another backend (its backend was removed,
+  /// or a new connection reuses a closing flow's tuple) and refreshes it as
+  /// Touch does; its count moves from its old load slot to `load_slot`.
   void Repin(ConntrackEntry* e, uint32_t backend_id, uint16_t backend_hint, uint8_t tcp_flags,
-             uint64_t now_ns);
+             uint64_t now_ns, uint32_t load_slot = kUncountedFlow);
 
-  /// Forgets an entry.
+  /// Forgets an entry (and releases its count).
   void Remove(ConntrackEntry* e);
 
   static constexpr int kWays = 8;
@@ -305,7 +396,8 @@ class Conntrack {
   }
   Slot SelectSlot(const Probe& probe, FlowState state, uint32_t now_tick) const;
   ConntrackEntry* InsertAt(const Slot& slot, const FlowKey& key, uint32_t sig, FlowState state,
-                           uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns);
+                           uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns,
+                           uint32_t load_slot);
   static bool SameKey(const FlowKey& a, const FlowKey& b) {
     uint64_t x[5], y[5];
     std::memcpy(x, &a, sizeof(x));
@@ -349,6 +441,7 @@ class Conntrack {
   size_t headers_bytes_ = 0, entries_bytes_ = 0;
   size_t occupied_ = 0;
   ConntrackStats stats_;
+  FlowLoads loads_;
 };
 
 }  // namespace maglb

@@ -67,6 +67,11 @@ struct VipState {
   Algorithm algorithm = Algorithm::kMaglev;
   uint32_t table_size = 0;  ///< as configured (table->size() is 0 when empty)
   uint64_t hash_seed = 0;  ///< flow-hash seed (LbConfig::hash_seed)
+  /// Bounded loads for new flows (bounded_load.h): VipConfig's
+  /// bounded_load_epsilon, 0 when unset (off: new flows take the table's
+  /// choice, no flow is counted).
+  double bounded_load_epsilon = 0;
+  uint64_t total_weight = 0;  ///< sum of the backends' weights
   /// Shared with earlier/later generations while unchanged. Never null; empty()
   /// when every backend weighs 0.
   std::shared_ptr<const LookupTable> table;

@@ -24,6 +24,22 @@
 //
 // Packets are processed in order, each one's conntrack update visible to the
 // next (two packets of one new flow in a burst get one entry).
+//
+// Bounded loads (bounded_load.h), for a VIP with bounded_load_epsilon set:
+// its new flows (step 3's table path only) take the table's backend unless
+// that backend's active flows on this worker are at its capacity
+// ceil((1 + eps) * (F + 1) * w / W) (F the VIP's active flows on this worker,
+// W its total weight); then the next distinct backend in the flow's table
+// preference order (TablePreference: the backends of the slots after its
+// own, repeats and weight-0 backends never chosen) that is below capacity,
+// over at most kBoundedLoadMaxSlots slots, else the first choice. Counted per
+// VIP: bounded_load_passed (flows placed off their first choice),
+// bounded_load_over (no backend below capacity within the walk). The counts
+// are the conntrack's FlowLoads: per worker, exact at every insert, release
+// and repin, idle flows included until their way is reused (conntrack.h). So
+// the bound holds per worker; overall it holds up to the RSS split. Flows of
+// VIPs without epsilon are neither counted nor walked, and packets of tracked
+// flows (the hot path) do no work for it at all: pinning wins over the bound.
 #ifndef MAGLB_PIPELINE_H_
 #define MAGLB_PIPELINE_H_
 
@@ -93,6 +109,12 @@ struct FlowCounters {
   Counter packets, bytes, new_flows;
 };
 
+/// A VIP's counters: its flows, and what bounded loads did to its new flows.
+struct VipCounters : FlowCounters {
+  Counter bounded_load_passed;  ///< new flows placed off their first choice
+  Counter bounded_load_over;    ///< new flows that found no backend below capacity
+};
+
 /// Local traffic answered by the LB itself.
 #define MAGLB_FOREACH_LOCAL_COUNTER(X) \
   X(kArpReplies, "arp_replies")        \
@@ -129,7 +151,7 @@ struct alignas(64) WorkerCounters {
   Counter repinned;        ///< tracked flows moved because their backend was removed
   Counter conntrack_occupied;  ///< ways in use, refreshed once per burst
   Counter generation;      ///< snapshot generation the worker last used
-  std::unique_ptr<FlowCounters[]> vip;            // kMaxVips
+  std::unique_ptr<VipCounters[]> vip;             // kMaxVips
   std::unique_ptr<FlowCounters[]> backend;        // kMaxBackendsTotal
   std::unique_ptr<std::atomic<uint32_t>[]> vip_owner;      // id owning each slot
   std::unique_ptr<std::atomic<uint32_t>[]> backend_owner;  // id owning each slot
@@ -178,6 +200,7 @@ class Worker {
                                  const Conntrack::Probe& probe, ConntrackEntry* e,
                                  bool backend_unresolved, const VipState& vip,
                                  const LbState& state, uint64_t now_ns);
+  uint16_t BoundedLoadChoice(const VipState& vip, uint64_t flow_hash, uint16_t first);
   void Drop(PacketRef& pkt, DropReason reason);
   uint8_t* ScratchAlloc(size_t bytes);
   bool AddExtra(const uint8_t* data, size_t len);
@@ -211,6 +234,7 @@ struct CounterTotals {
   struct Vip {
     std::string name;
     Flow counters;
+    uint64_t bounded_load_passed = 0, bounded_load_over = 0;
     std::vector<Backend> backends;  // VipState::backends order
   };
   uint64_t rx_packets = 0, rx_bytes = 0, tx_packets = 0, tx_bytes = 0;

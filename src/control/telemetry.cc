@@ -129,6 +129,8 @@ int CmdVip(const char*, const char* params, rte_tel_data* d) {
       rte_tel_data_add_dict_u64(d, "packets", c.counters.packets);
       rte_tel_data_add_dict_u64(d, "bytes", c.counters.bytes);
       rte_tel_data_add_dict_u64(d, "new_flows", c.counters.new_flows);
+      rte_tel_data_add_dict_u64(d, "bounded_load_passed", c.bounded_load_passed);
+      rte_tel_data_add_dict_u64(d, "bounded_load_over", c.bounded_load_over);
       std::vector<uint32_t> entries = v.table->empty() ? std::vector<uint32_t>(v.backends.size(), 0)
                                                        : v.table->EntryCounts();
       rte_tel_data* names = rte_tel_data_alloc();

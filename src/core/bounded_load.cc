@@ -4,14 +4,18 @@
 
 namespace maglb {
 
-uint64_t BoundedLoadCapacity(const LoadView& load, uint32_t backend, double epsilon) {
-  if (load.total_weight == 0 || load.weights[backend] == 0) return 0;
+uint64_t BoundedLoadCapacity(uint64_t total_flows, uint32_t weight, uint64_t total_weight,
+                             double epsilon) {
+  if (total_weight == 0 || weight == 0) return 0;
   // Integer part first, so that exact multiples do not round up by a hair.
-  double cap = (1.0 + epsilon) * static_cast<double>(load.total_flows + 1) *
-               static_cast<double>(load.weights[backend]) /
-               static_cast<double>(load.total_weight);
+  double cap = (1.0 + epsilon) * static_cast<double>(total_flows + 1) *
+               static_cast<double>(weight) / static_cast<double>(total_weight);
   double c = std::ceil(cap - 1e-9 * cap);
   return static_cast<uint64_t>(c);
+}
+
+uint64_t BoundedLoadCapacity(const LoadView& load, uint32_t backend, double epsilon) {
+  return BoundedLoadCapacity(load.total_flows, load.weights[backend], load.total_weight, epsilon);
 }
 
 BoundedLoadChoice BoundedLoadAssign(std::span<const uint32_t> preference, const LoadView& load,

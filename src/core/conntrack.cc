@@ -58,6 +58,14 @@ Conntrack::Conntrack(const ConntrackConfig& config)
   entries_ = AllocateArray<ConntrackEntry>(num_buckets_ * kWays, &entries_bytes_);
 }
 
+Conntrack::Conntrack(const ConntrackConfig& config, uint32_t load_slots, uint32_t vip_slots)
+    : Conntrack(config) {
+  loads_ = FlowLoads(load_slots, vip_slots);
+}
+
+FlowLoads::FlowLoads(uint32_t backend_slots, uint32_t vip_slots)
+    : cells_(new Cell[backend_slots]()), vip_active_(new uint64_t[vip_slots]()) {}
+
 Conntrack::~Conntrack() {
   std::destroy_n(entries_, num_buckets_ * kWays);
   std::destroy_n(headers_, num_buckets_);
@@ -96,6 +104,15 @@ size_t Conntrack::CountLive(uint64_t now_ns) const {
     }
   }
   return live;
+}
+
+size_t Conntrack::CountCounted(uint32_t load_slot, uint32_t backend_id) const {
+  size_t n = 0;
+  for (size_t i = 0; i < num_buckets_ * kWays; ++i) {
+    n += (headers_[i / kWays].tag[i % kWays] & kStateMask) != kEmpty &&
+         entries_[i].load_slot == load_slot && entries_[i].backend_id == backend_id;
+  }
+  return n;
 }
 
 void Conntrack::LookupBulk(const FlowKey* const* keys, const uint64_t* hashes, size_t n,
@@ -178,27 +195,29 @@ void Conntrack::PrefetchInsertSlot(Probe& probe, uint8_t protocol, uint8_t tcp_f
 }
 
 ConntrackEntry* Conntrack::Insert(const FlowKey& key, const Probe& probe, uint8_t tcp_flags,
-                                  uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns) {
+                                  uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns,
+                                  uint32_t load_slot) {
   const FlowState state = InitialState(key.protocol, tcp_flags);
   Slot slot = probe.slot;
   if (slot.kind == Slot::kNone || headers_[slot.index / kWays].tag[slot.index % kWays] != slot.tag ||
       headers_[slot.index / kWays].expires[slot.index % kWays] != slot.expires) {
     slot = SelectSlot(probe, state, TickOf(now_ns));
   }
-  return InsertAt(slot, key, probe.sig, state, backend_id, backend_hint, now_ns);
+  return InsertAt(slot, key, probe.sig, state, backend_id, backend_hint, now_ns, load_slot);
 }
 
 ConntrackEntry* Conntrack::Insert(const FlowKey& key, uint64_t hash, uint8_t tcp_flags,
-                                  uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns) {
+                                  uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns,
+                                  uint32_t load_slot) {
   const FlowState state = InitialState(key.protocol, tcp_flags);
   const Probe probe = ProbeOf(hash);
   return InsertAt(SelectSlot(probe, state, TickOf(now_ns)), key, probe.sig, state, backend_id,
-                  backend_hint, now_ns);
+                  backend_hint, now_ns, load_slot);
 }
 
 ConntrackEntry* Conntrack::InsertAt(const Slot& slot, const FlowKey& key, uint32_t sig,
                                     FlowState state, uint32_t backend_id, uint16_t backend_hint,
-                                    uint64_t now_ns) {
+                                    uint64_t now_ns, uint32_t load_slot) {
   switch (slot.kind) {
     case Slot::kNone:
       ++stats_.untracked;
@@ -218,10 +237,15 @@ ConntrackEntry* Conntrack::InsertAt(const Slot& slot, const FlowKey& key, uint32
 
   const auto index = static_cast<uint32_t>(chosen);
   ConntrackEntry* e = &entries_[index];
+  // The way's previous flow (expired or evicted) leaves its backend's count.
+  // Its line is being written anyway: the check costs uncounted VIPs nothing.
+  if (e->load_slot != kUncountedFlow) [[unlikely]] loads_.Release(e->load_slot, e->backend_id);
   e->key = key;
   e->backend_id = backend_id;
   e->backend_hint = backend_hint;
   e->created_ns = now_ns;
+  e->load_slot = load_slot;
+  if (load_slot != kUncountedFlow) [[unlikely]] loads_.Add(load_slot);
   BucketHeader& h = headers_[index / kWays];
   h.tag[index % kWays] = (sig << 8) | static_cast<uint8_t>(state);
   h.expires[index % kWays] = DeadlineOf(state, now_ns);
@@ -229,7 +253,10 @@ ConntrackEntry* Conntrack::InsertAt(const Slot& slot, const FlowKey& key, uint32
 }
 
 void Conntrack::Repin(ConntrackEntry* e, uint32_t backend_id, uint16_t backend_hint,
-                      uint8_t tcp_flags, uint64_t now_ns) {
+                      uint8_t tcp_flags, uint64_t now_ns, uint32_t load_slot) {
+  if (e->load_slot != kUncountedFlow) loads_.Release(e->load_slot, e->backend_id);
+  e->load_slot = load_slot;
+  if (load_slot != kUncountedFlow) loads_.Add(load_slot);
   e->backend_id = backend_id;
   e->backend_hint = backend_hint;
   e->created_ns = now_ns;
@@ -240,6 +267,8 @@ void Conntrack::Remove(ConntrackEntry* e) {
   const auto index = static_cast<size_t>(e - entries_);
   BucketHeader& h = headers_[index / kWays];
   if ((h.tag[index % kWays] & kStateMask) != kEmpty) --occupied_;
+  if (e->load_slot != kUncountedFlow) loads_.Release(e->load_slot, e->backend_id);
+  e->load_slot = kUncountedFlow;
   h.tag[index % kWays] = 0;
   h.expires[index % kWays] = 0;
 }

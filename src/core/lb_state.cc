@@ -195,6 +195,8 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbState(const Config& config
     v.algorithm = vc.algorithm;
     v.table_size = vc.table_size;
     v.hash_seed = config.lb.hash_seed;
+    v.bounded_load_epsilon = vc.bounded_load_epsilon.value_or(0.0);
+    for (const BackendConfig& bc : vc.backends) v.total_weight += bc.weight;
     if (pv != nullptr) {
       v.id = pv->id;
       v.counter_slot = pv->counter_slot;
@@ -271,7 +273,8 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbState(const Config& config
         if (by_name.find(pb.name) == by_name.end()) c.backends_removed.push_back(pb.name);
       }
       bool fields_changed = pv->address != v.address || pv->protocol != v.protocol ||
-                            pv->port != v.port || pv->forwarding != v.forwarding;
+                            pv->port != v.port || pv->forwarding != v.forwarding ||
+                            pv->bounded_load_epsilon != v.bounded_load_epsilon;
       for (const BackendState& b : v.backends) {
         const BackendState* pb = Find(prev_by_name, b.name);
         if (pb != nullptr && !(pb->target.backend == b.target.backend)) fields_changed = true;

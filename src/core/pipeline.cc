@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "maglb/bounded_load.h"
 #include "maglb/encap.h"
 #include "maglb/flow_hash.h"
 #include "maglb/reply.h"
@@ -30,7 +31,7 @@ inline size_t Index(LocalCounter c) { return static_cast<size_t>(c); }
 std::string_view LocalCounterName(LocalCounter c) { return kLocalCounterNames[Index(c)]; }
 
 WorkerCounters::WorkerCounters()
-    : vip(new FlowCounters[kMaxVips]),
+    : vip(new VipCounters[kMaxVips]),
       backend(new FlowCounters[kMaxBackendsTotal]),
       vip_owner(new std::atomic<uint32_t>[kMaxVips]),
       backend_owner(new std::atomic<uint32_t>[kMaxBackendsTotal]) {
@@ -40,7 +41,7 @@ WorkerCounters::WorkerCounters()
 }
 
 Worker::Worker(const ConntrackConfig& conntrack, size_t scratch_bytes)
-    : conntrack_(conntrack),
+    : conntrack_(conntrack, kMaxBackendsTotal, kMaxVips),
       counters_(std::make_unique<WorkerCounters>()),
       scratch_(scratch_bytes),
       extra_(std::max<size_t>(scratch_bytes / 64, 1)) {}
@@ -48,15 +49,21 @@ Worker::Worker(const ConntrackConfig& conntrack, size_t scratch_bytes)
 void Worker::AdoptState(const LbState& state) {
   // A slot that changed hands starts from zero (the worker is its only writer).
   WorkerCounters& c = *counters_;
+  FlowLoads& loads = conntrack_.loads();
+  loads.BeginAdoption();
   for (const VipState& v : state.vips()) {
     if (c.vip_owner[v.counter_slot].load(std::memory_order_relaxed) != v.id) {
-      FlowCounters& f = c.vip[v.counter_slot];
+      VipCounters& f = c.vip[v.counter_slot];
       f.packets.Reset();
       f.bytes.Reset();
       f.new_flows.Reset();
+      f.bounded_load_passed.Reset();
+      f.bounded_load_over.Reset();
       c.vip_owner[v.counter_slot].store(v.id, std::memory_order_relaxed);
     }
+    loads.AdoptVip(v.counter_slot);
     for (const BackendState& b : v.backends) {
+      loads.AdoptBackend(b.counter_slot, b.id, v.counter_slot);
       if (c.backend_owner[b.counter_slot].load(std::memory_order_relaxed) != b.id) {
         FlowCounters& f = c.backend[b.counter_slot];
         f.packets.Reset();
@@ -306,18 +313,63 @@ void Worker::NewFlow(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash,
   FlowCounters& vc = c.vip[vip.counter_slot];
   const bool backend_gone = e != nullptr && backend_unresolved;
   if (vip.table->empty()) return Drop(pkt, DropReason::kNoBackend);
-  const uint16_t backend = vip.table->Lookup(FlowHash(p.flow, vip.hash_seed));
+  const uint64_t flow_hash = FlowHash(p.flow, vip.hash_seed);
+  uint16_t backend = vip.table->Lookup(flow_hash);
+  uint32_t load_slot = kUncountedFlow;
+  if (vip.bounded_load_epsilon > 0) [[unlikely]] {
+    backend = BoundedLoadChoice(vip, flow_hash, backend);
+    load_slot = vip.backends[backend].counter_slot;
+  }
   const BackendState& b = vip.backends[backend];
   chunk_inserted_ = true;
   if (e != nullptr) {
     if (backend_gone) c.repinned.Add(1);
-    conntrack_.Repin(e, b.id, backend, p.tcp_flags, now_ns);
-  } else if (conntrack_.Insert(p.flow, probe, p.tcp_flags, b.id, backend, now_ns) == nullptr) {
+    conntrack_.Repin(e, b.id, backend, p.tcp_flags, now_ns, load_slot);
+  } else if (conntrack_.Insert(p.flow, probe, p.tcp_flags, b.id, backend, now_ns, load_slot) ==
+             nullptr) {
     c.untracked.Add(1);
   }
   vc.new_flows.Add(1);
   c.backend[b.counter_slot].new_flows.Add(1);
   Send(pkt, p, vip, backend, ct_hash, state);
+}
+
+// Bounded loads (pipeline.h): the first backend of the flow's table
+// preference order below its capacity on this worker. Re-checking a backend
+// that repeats later in the walk gives the same answer (no count changes
+// during the walk), so only adjacent repeats are skipped, and the result is
+// BoundedLoadAssign over TablePreference as far as the walk reaches.
+uint16_t Worker::BoundedLoadChoice(const VipState& vip, uint64_t flow_hash, uint16_t first) {
+  const FlowLoads& loads = conntrack_.loads();
+  const uint64_t flows = loads.vip_active(vip.counter_slot);
+  const double eps = vip.bounded_load_epsilon;
+  // Capacity depends on the weight alone: one computation per distinct weight in a row.
+  uint32_t cap_weight = vip.backends[first].weight;
+  uint64_t cap = BoundedLoadCapacity(flows, cap_weight, vip.total_weight, eps);
+  if (loads.active(vip.backends[first].counter_slot) < cap) return first;
+
+  const LookupTable& table = *vip.table;
+  const uint32_t m = table.size();
+  uint32_t s = LookupTable::SlotOf(flow_hash, m);
+  const uint32_t walk = std::min(m, kBoundedLoadMaxSlots);
+  uint16_t previous = first;
+  for (uint32_t i = 1; i < walk; ++i) {
+    if (++s == m) s = 0;
+    const uint16_t b = table.slot(s);
+    if (b == previous) continue;
+    previous = b;
+    const BackendState& bs = vip.backends[b];
+    if (bs.weight != cap_weight) {
+      cap_weight = bs.weight;
+      cap = BoundedLoadCapacity(flows, cap_weight, vip.total_weight, eps);
+    }
+    if (loads.active(bs.counter_slot) < cap) {
+      counters_->vip[vip.counter_slot].bounded_load_passed.Add(1);
+      return b;
+    }
+  }
+  counters_->vip[vip.counter_slot].bounded_load_over.Add(1);
+  return first;
 }
 
 void Worker::ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns) {
@@ -420,6 +472,8 @@ CounterTotals SumCounters(const LbState& state, std::span<const Worker* const> w
       const VipState& v = state.vips()[i];
       if (c.vip_owner[v.counter_slot].load(std::memory_order_relaxed) == v.id) {
         add(t.vips[i].counters, c.vip[v.counter_slot]);
+        t.vips[i].bounded_load_passed += c.vip[v.counter_slot].bounded_load_passed.value();
+        t.vips[i].bounded_load_over += c.vip[v.counter_slot].bounded_load_over.value();
       }
       for (size_t j = 0; j < v.backends.size(); ++j) {
         const BackendState& b = v.backends[j];

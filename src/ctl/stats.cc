@@ -252,6 +252,12 @@ void PrintTable(const Json& stats, const std::vector<Json>& vips) {
                 v.Str("fingerprint").c_str(), static_cast<unsigned long long>(v.U64("packets")),
                 static_cast<unsigned long long>(v.U64("bytes")),
                 static_cast<unsigned long long>(v.U64("new_flows")));
+    if (v.U64("bounded_load_passed") != 0 || v.U64("bounded_load_over") != 0) {
+      std::printf("  bounded load: %llu new flows passed on from their first choice, %llu found no "
+                  "backend below the bound\n",
+                  static_cast<unsigned long long>(v.U64("bounded_load_passed")),
+                  static_cast<unsigned long long>(v.U64("bounded_load_over")));
+    }
     std::printf("  %-20s %-28s %7s %8s %12s %14s %10s %9s\n", "backend", "address", "weight",
                 "entries", "packets", "bytes", "new_flows", "next_hop");
     const Json* names = v.Get("backend_names");
