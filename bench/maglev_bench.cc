@@ -50,6 +50,23 @@ BENCHMARK(BM_BuildReference)
     ->Args({1000, 655373})
     ->Unit(benchmark::kMicrosecond);
 
+// Skewed weights: one backend at 65535, the rest at 1. Visiting every backend
+// every turn would cost (turns x N); the builder switches to a heap schedule.
+void BM_BuildMaglevSkewed(benchmark::State& state) {
+  std::vector<BackendSpec> b = Backends(static_cast<int>(state.range(0)));
+  b[0].weight = kMaxWeight;
+  const uint32_t m = static_cast<uint32_t>(state.range(1));
+  for (auto _ : state) {
+    absl::StatusOr<LookupTable> t = BuildMaglevTable(b, m);
+    benchmark::DoNotOptimize(t);
+  }
+  state.SetLabel(absl::StrFormat("N=%d M=%u one at 65535", b.size(), m));
+}
+BENCHMARK(BM_BuildMaglevSkewed)
+    ->Args({1000, 65537})
+    ->Args({5000, 1000003})
+    ->Unit(benchmark::kMicrosecond);
+
 // Lookup: flow hash -> backend index, over a stream of hashes that touches
 // the whole table (no division: a multiply and a shift).
 void BM_Lookup(benchmark::State& state) {

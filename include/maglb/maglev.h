@@ -45,7 +45,9 @@ MaglevPermutation MaglevPermutationOf(std::string_view name, uint32_t m);
 /// equal weights reduce exactly to the paper's one-claim-per-turn. Weight-0
 /// backends claim nothing; if all weigh 0 the returned table is empty().
 ///
-/// Cost: O(M log M) probes, each an add and a compare (no division).
+/// Cost: O(M log M) probes, each an add and a compare (no division), plus the
+/// schedule of turns: a plain round-robin when most backends claim in most
+/// turns, a heap of next-claim turns (O(M log N)) when weights are skewed.
 absl::StatusOr<LookupTable> BuildMaglevTable(std::span<const BackendSpec> backends,
                                              uint32_t m = kDefaultTableSize);
 

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <numeric>
+#include <queue>
 #include <string>
 #include <utility>
 #include <vector>
@@ -139,7 +140,7 @@ absl::StatusOr<LookupTable> BuildMaglevTable(std::span<const BackendSpec> backen
     uint32_t stride[kWindow];   // k * skip mod M: the window's offsets
     uint32_t inv_skip;          // skip^-1 mod M, set when scanning starts
     uint32_t weight;
-    uint32_t credit;            // < max_weight between turns, so no overflow
+    uint32_t credit;            // < max_weight between turns (round-robin schedule)
     uint16_t index;             // position in the caller's list
   };
   // Canonical turn order: by the 64-bit offset hash of the name, ties by the
@@ -196,62 +197,103 @@ absl::StatusOr<LookupTable> BuildMaglevTable(std::span<const BackendSpec> backen
   const double inv_m = 1.0 / m;
   std::vector<uint32_t> empty;  // while scanning: the empty slots, in no order
 
-  while (true) {
-    for (Claimant& c : claimants) {
-      c.credit += c.weight;
-      while (c.credit >= max_weight) {
-        c.credit -= max_weight;
-        uint32_t pos = c.next;
-        if (mode == Mode::kWalk) {
-          const uint32_t skip = c.skip;
-          while (taken[pos]) pos = AddMod(pos, skip, m);
-        } else if (mode == Mode::kWindow) {
-          while (true) {
-            uint32_t candidate[kWindow];
-            const uint32_t taken_mask = WindowTakenMask(taken, pos, c.stride, m, candidate,
-                                                        std::make_index_sequence<kWindow>());
-            if (taken_mask != (1u << kWindow) - 1) {
-              pos = candidate[std::countr_one(taken_mask)];
-              break;
-            }
-            pos = AddMod(candidate[kWindow - 1], c.skip, m);
-          }
-        } else {
-          if (c.inv_skip == 0) c.inv_skip = PowMod(c.skip, m - 2, m);  // Fermat: M prime
-          size_t best = 0;
-          uint32_t best_distance = UINT32_MAX;
-          for (size_t k = 0; k < empty.size(); ++k) {
-            const uint32_t d = MulMod(AddMod(empty[k], m - pos, m), c.inv_skip, m, inv_m);
-            if (d < best_distance) {
-              best_distance = d;
-              best = k;
-            }
-          }
-          pos = empty[best];
-          empty[best] = empty.back();
-          empty.pop_back();
+  // Claims one slot for `c`; true once the table is full.
+  auto claim = [&](Claimant& c) __attribute__((always_inline)) {
+    uint32_t pos = c.next;
+    if (mode == Mode::kWalk) {
+      const uint32_t skip = c.skip;
+      while (taken[pos]) pos = AddMod(pos, skip, m);
+    } else if (mode == Mode::kWindow) {
+      while (true) {
+        uint32_t candidate[kWindow];
+        const uint32_t taken_mask = WindowTakenMask(taken, pos, c.stride, m, candidate,
+                                                    std::make_index_sequence<kWindow>());
+        if (taken_mask != (1u << kWindow) - 1) {
+          pos = candidate[std::countr_one(taken_mask)];
+          break;
         }
-        taken[pos] = 1;
-        slots[pos] = c.index;
-        c.next = AddMod(pos, c.skip, m);
-        if (++filled < next_switch) continue;
-        if (filled == m) return LookupTable(std::move(slots), std::move(names));
-        // Phase changes, in order; thresholds may coincide for small M.
-        if (filled >= scan_from) {
-          mode = Mode::kScan;
-          next_switch = m;
-          for (uint32_t e = 0; e < m; ++e) {
-            if (!taken[e]) empty.push_back(e);
-          }  // once per build: a plain loop is fine
-        } else if (filled >= window_until) {
-          mode = Mode::kWalk;
-          next_switch = scan_from;
-        } else {
-          mode = Mode::kWindow;
-          next_switch = window_until;
+        pos = AddMod(candidate[kWindow - 1], c.skip, m);
+      }
+    } else {
+      if (c.inv_skip == 0) c.inv_skip = PowMod(c.skip, m - 2, m);  // Fermat: M prime
+      size_t best = 0;
+      uint32_t best_distance = UINT32_MAX;
+      for (size_t k = 0; k < empty.size(); ++k) {
+        const uint32_t d = MulMod(AddMod(empty[k], m - pos, m), c.inv_skip, m, inv_m);
+        if (d < best_distance) {
+          best_distance = d;
+          best = k;
         }
       }
+      pos = empty[best];
+      empty[best] = empty.back();
+      empty.pop_back();
     }
+    taken[pos] = 1;
+    slots[pos] = c.index;
+    c.next = AddMod(pos, c.skip, m);
+    if (++filled < next_switch) return false;
+    if (filled == m) return true;
+    // Phase changes, in order; thresholds may coincide for small M.
+    if (filled >= scan_from) {
+      mode = Mode::kScan;
+      next_switch = m;
+      for (uint32_t e = 0; e < m; ++e) {
+        if (!taken[e]) empty.push_back(e);
+      }  // once per build: a plain loop is fine
+    } else if (filled >= window_until) {
+      mode = Mode::kWalk;
+      next_switch = scan_from;
+    } else {
+      mode = Mode::kWindow;
+      next_switch = window_until;
+    }
+    return false;
+  };
+
+  // Who claims when: every turn a backend earns `weight` credits and claims
+  // once per max_weight credits (at most once per turn, as weight <= max);
+  // within a turn, backends go in turn order. So backend i's k-th claim falls
+  // in turn ceil(k * max_weight / w_i).
+  uint64_t total_weight = 0;
+  for (const Claimant& c : claimants) total_weight += c.weight;
+  if (uint64_t{max_weight} * claimants.size() <= 8 * total_weight) {
+    // Most backends claim in most turns: visit them all, turn after turn.
+    while (true) {
+      for (Claimant& c : claimants) {
+        c.credit += c.weight;
+        if (c.credit < max_weight) continue;
+        c.credit -= max_weight;
+        if (claim(c)) return LookupTable(std::move(slots), std::move(names));
+      }
+    }
+  }
+  // Skewed weights (say one backend at 1000 and many at 1): most turns have
+  // only a few claims, and visiting every backend each turn would cost turns x
+  // N, quadratic in the worst case. Take the claims in (turn, position) order
+  // from a heap instead: O(M log N).
+  struct Event {
+    uint64_t turn;
+    uint32_t position;  // in turn order
+    uint32_t claims;    // made so far by this backend
+    bool operator>(const Event& o) const {
+      return turn != o.turn ? turn > o.turn : position > o.position;
+    }
+  };
+  auto claim_turn = [&](const Claimant& c, uint64_t k) {
+    return (k * max_weight + c.weight - 1) / c.weight;  // ceil(k * max_weight / w)
+  };
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
+  for (uint32_t i = 0; i < claimants.size(); ++i) {
+    events.push({claim_turn(claimants[i], 1), i, 0});
+  }
+  while (true) {
+    Event e = events.top();
+    events.pop();
+    if (claim(claimants[e.position])) return LookupTable(std::move(slots), std::move(names));
+    ++e.claims;
+    e.turn = claim_turn(claimants[e.position], e.claims + 1);
+    events.push(e);
   }
 }
 
