@@ -4,6 +4,10 @@
 // arrive as toml::parse_error; it is caught right here and becomes a Status.
 #include <toml++/toml.h>
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -197,21 +201,48 @@ class TableReader {
   } while (false)
 
 // Iterates an array of tables ([[vip]], [[vip.backend]], [[neighbor]]).
-absl::Status ArrayOfTables(TableReader& parent, std::string_view key,
+absl::Status ArrayOfTables(TableReader& parent, std::string_view key, std::string_view toml_name,
                            std::vector<const toml::table*>* out) {
   const toml::node* n = parent.Get(key);
   if (n == nullptr) return absl::OkStatus();
   const toml::array* arr = n->as_array();
   if (arr == nullptr) {
     return parent.Error(n, key, absl::StrFormat("must be an array of tables ([[%s]])",
-                                                parent.KeyPath(key)));
+                                                std::string(toml_name)));
   }
   for (const toml::node& e : *arr) {
     if (!e.is_table()) {
       return parent.Error(&e, key, absl::StrFormat("must be an array of tables ([[%s]])",
-                                                   parent.KeyPath(key)));
+                                                   std::string(toml_name)));
     }
     out->push_back(e.as_table());
+  }
+  return absl::OkStatus();
+}
+
+// Names travel into logs, telemetry JSON and `maglbctl table --dump` (one
+// name per line): printable ASCII without spaces, and short.
+constexpr size_t kMaxNameLength = 64;
+bool IsPrintableName(std::string_view name) {
+  for (char ch : name) {
+    if (ch < 0x21 || ch > 0x7e) return false;
+  }
+  return true;
+}
+// Whether a name may appear in an error's key path as it is.
+bool IsCleanName(std::string_view name) {
+  return !name.empty() && name.size() <= kMaxNameLength && IsPrintableName(name);
+}
+absl::Status CheckName(TableReader& r, const toml::table& t, const std::string& name) {
+  if (name.empty()) return r.Error(t.get("name"), "name", "must not be empty");
+  if (name.size() > kMaxNameLength) {
+    return r.Error(t.get("name"), "name",
+                   absl::StrFormat("is %u bytes long: at most %u", name.size(), kMaxNameLength));
+  }
+  if (!IsPrintableName(name)) {
+    return r.Error(t.get("name"), "name",
+                   "must be printable ASCII without spaces (letters, digits, - _ . : and the "
+                   "like)");
   }
   return absl::OkStatus();
 }
@@ -288,13 +319,14 @@ absl::Status ParseNeighbor(const toml::table& t, const std::string& source, size
 absl::Status ParseBackend(const toml::table& t, const std::string& source,
                           const std::string& vip_path, size_t index, BackendConfig* b) {
   std::string path = absl::StrFormat("%s.backend[%d]", vip_path, index);
-  if (const toml::node* n = t.get("name"); n != nullptr && n->is_string()) {
+  if (const toml::node* n = t.get("name"); n != nullptr && n->is_string() &&
+                                           IsCleanName(n->as_string()->get())) {
     path = absl::StrFormat("%s.backend[\"%s\"]", vip_path, n->as_string()->get());
   }
   TableReader r(t, source, path);
   b->line = r.line();
   MAGLB_RETURN_IF_ERROR(r.String("name", true, &b->name));
-  if (b->name.empty()) return r.Error(t.get("name"), "name", "must not be empty");
+  if (absl::Status st = CheckName(r, t, b->name); !st.ok()) return st;
   std::optional<IpAddress> addr;
   MAGLB_RETURN_IF_ERROR(r.Address("address", true, &addr));
   b->address = *addr;
@@ -354,13 +386,14 @@ absl::Status ParseHashingKeys(TableReader& r, const toml::table& t, VipConfig* v
 absl::Status ParseVip(const toml::table& t, const std::string& source, size_t index,
                       VipConfig* v) {
   std::string path = absl::StrFormat("vip[%d]", index);
-  if (const toml::node* n = t.get("name"); n != nullptr && n->is_string()) {
+  if (const toml::node* n = t.get("name"); n != nullptr && n->is_string() &&
+                                           IsCleanName(n->as_string()->get())) {
     path = absl::StrFormat("vip[\"%s\"]", n->as_string()->get());
   }
   TableReader r(t, source, path);
   v->line = r.line();
   MAGLB_RETURN_IF_ERROR(r.String("name", true, &v->name));
-  if (v->name.empty()) return r.Error(t.get("name"), "name", "must not be empty");
+  if (absl::Status st = CheckName(r, t, v->name); !st.ok()) return st;
   std::optional<IpAddress> addr;
   MAGLB_RETURN_IF_ERROR(r.Address("address", true, &addr));
   v->address = *addr;
@@ -392,7 +425,7 @@ absl::Status ParseVip(const toml::table& t, const std::string& source, size_t in
   }
 
   std::vector<const toml::table*> backends;
-  MAGLB_RETURN_IF_ERROR(ArrayOfTables(r, "backend", &backends));
+  MAGLB_RETURN_IF_ERROR(ArrayOfTables(r, "backend", "vip.backend", &backends));
   absl::flat_hash_map<std::string, int> names;
   for (size_t i = 0; i < backends.size(); ++i) {
     BackendConfig b;
@@ -424,6 +457,9 @@ absl::Status ParseVip(const toml::table& t, const std::string& source, size_t in
   // Scheme-specific rules, reported at the `algorithm` key (or the VIP).
   absl::Status scheme = absl::OkStatus();
   if (v->algorithm == Algorithm::kJump) scheme = ValidateJumpInput(v->BackendSpecs());
+  if (v->algorithm == Algorithm::kRendezvous) {
+    scheme = ValidateRendezvousInput(v->BackendSpecs(), v->table_size);
+  }
   if (v->algorithm == Algorithm::kRing) {
     scheme = ValidateRingInput(v->BackendSpecs(), v->ring_points);
   }
@@ -456,14 +492,14 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
     MAGLB_RETURN_IF_ERROR(ParseConntrack(*n->as_table(), source, &config.conntrack));
   }
   std::vector<const toml::table*> neighbors;
-  MAGLB_RETURN_IF_ERROR(ArrayOfTables(r, "neighbor", &neighbors));
+  MAGLB_RETURN_IF_ERROR(ArrayOfTables(r, "neighbor", "neighbor", &neighbors));
   for (size_t i = 0; i < neighbors.size(); ++i) {
     NeighborConfig n;
     MAGLB_RETURN_IF_ERROR(ParseNeighbor(*neighbors[i], source, i, &n));
     config.neighbors.push_back(n);
   }
   std::vector<const toml::table*> vips;
-  MAGLB_RETURN_IF_ERROR(ArrayOfTables(r, "vip", &vips));
+  MAGLB_RETURN_IF_ERROR(ArrayOfTables(r, "vip", "vip", &vips));
   absl::flat_hash_map<std::string, int> vip_names;
   for (size_t i = 0; i < vips.size(); ++i) {
     VipConfig v;
@@ -489,13 +525,31 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
 }
 
 absl::StatusOr<Config> LoadConfig(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrFormat("%s: cannot open config file", path));
+  // A directory or a device would read as an empty file: an empty config that
+  // removes every VIP. Refuse anything but a regular file, and an empty one.
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    return absl::NotFoundError(
+        absl::StrFormat("%s: cannot read config file: %s", path, std::strerror(errno)));
   }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: not a regular file; the config must be a TOML file", path));
+  }
+  std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
-  return ParseConfig(ss.str(), path);
+  if (!in || in.bad()) {
+    return absl::UnavailableError(
+        absl::StrFormat("%s: cannot read config file: %s", path, std::strerror(errno)));
+  }
+  const std::string text = ss.str();
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: the file is empty (an editor mid-write?); refusing it rather than serving no "
+        "VIPs", path));
+  }
+  return ParseConfig(text, path);
 }
 
 }  // namespace maglb

@@ -159,12 +159,21 @@ int CmdTable(int argc, char** argv) {
   return kExitOk;
 }
 
+std::string Fingerprint(const LookupTable& t) {
+  return t.empty() ? "none" : absl::StrFormat("%016x", t.fingerprint());
+}
+
 void PrintDiff(const VipConfig* old_vip, const LookupTable* old_table, const VipConfig* new_vip,
                const LookupTable* new_table) {
   const VipConfig& any = new_vip != nullptr ? *new_vip : *old_vip;
   if (old_vip == nullptr) {
-    std::printf("vip \"%s\": added with %zu backends (fingerprint %016llx)\n\n", any.name.c_str(),
-                any.backends.size(), static_cast<unsigned long long>(new_table->fingerprint()));
+    if (new_table->empty()) {
+      std::printf("vip \"%s\": added with %zu backends, all with weight 0: no table; new flows "
+                  "to it will be dropped\n\n", any.name.c_str(), any.backends.size());
+    } else {
+      std::printf("vip \"%s\": added with %zu backends (fingerprint %s)\n\n", any.name.c_str(),
+                  any.backends.size(), Fingerprint(*new_table).c_str());
+    }
     return;
   }
   if (new_vip == nullptr) {
@@ -175,11 +184,18 @@ void PrintDiff(const VipConfig* old_vip, const LookupTable* old_table, const Vip
   std::vector<BackendSpec> old_specs = old_vip->BackendSpecs();
   std::vector<BackendSpec> new_specs = new_vip->BackendSpecs();
   TableDiff d = DiffTables(*old_table, old_specs, *new_table, new_specs);
-  std::printf("vip \"%s\": M %u -> %u, fingerprint %016llx -> %016llx%s\n", any.name.c_str(),
-              old_vip->table_size, new_vip->table_size,
-              static_cast<unsigned long long>(old_table->fingerprint()),
-              static_cast<unsigned long long>(new_table->fingerprint()),
+  std::printf("vip \"%s\": M %u -> %u, fingerprint %s -> %s%s\n", any.name.c_str(),
+              old_vip->table_size, new_vip->table_size, Fingerprint(*old_table).c_str(),
+              Fingerprint(*new_table).c_str(),
               old_table->fingerprint() == new_table->fingerprint() ? " (unchanged)" : "");
+  if (new_table->empty() && !old_table->empty()) {
+    std::printf("  after the change: no table, all %zu backends have weight 0 (draining); new "
+                "flows to this VIP will be dropped, tracked flows continue\n",
+                new_vip->backends.size());
+  } else if (old_table->empty() && !new_table->empty()) {
+    std::printf("  before the change: no table (all backends draining); new flows get a backend "
+                "again\n");
+  }
   if (d.moved == 0 && d.ideal == 0) {
     std::printf("  no flow changes backend\n\n");
     return;
@@ -202,14 +218,17 @@ void PrintDiff(const VipConfig* old_vip, const LookupTable* old_table, const Vip
                 c.lost > 0 ? ("-" + Percent(c.lost)).c_str() : "",
                 c.gained > 0 ? ("+" + Percent(c.gained)).c_str() : "");
   }
-  std::printf("  largest movements:");
-  size_t shown = 0;
-  for (const Movement& m : d.movements) {
-    if (shown++ == 5) break;
-    std::printf("%s %s -> %s %s", shown > 1 ? "," : "", m.from.c_str(), m.to.c_str(),
-                Percent(m.fraction).c_str());
+  if (!d.movements.empty()) {
+    std::printf("  largest movements:");
+    size_t shown = 0;
+    for (const Movement& m : d.movements) {
+      if (shown++ == 5) break;
+      std::printf("%s %s -> %s %s", shown > 1 ? "," : "", m.from.c_str(), m.to.c_str(),
+                  Percent(m.fraction).c_str());
+    }
+    std::printf("\n");
   }
-  std::printf("\n\n");
+  std::printf("\n");
 }
 
 int CmdDiff(int argc, char** argv) {

@@ -69,4 +69,11 @@ grep -qE 'ideal minimum for this change: 33\.333%' <<<"$out" || fail "ideal for 
 moved=$(grep -oE 'flows that change backend: [0-9.]+' <<<"$out" | awk '{print $NF}')
 awk -v m="$moved" 'BEGIN { exit !(m >= 33.3 && m < 36) }' || fail "moved $moved% not near 33.3%"
 grep -qE '^  web-d +\(new\) 2 ' <<<"$out" || fail "new backend row"
+# diff into an all-draining VIP says that it will have no table.
+sed 's/^  weight = 2$/  weight = 0/; s/^  weight = 1$/  weight = 0/' "$SRC/config/example.toml" > "$tmp/drain_all.toml"
+grep -q 'weight = 0' "$tmp/drain_all.toml" || fail "drain_all.toml not edited"
+out=$("$CTL" diff "$SRC/config/example.toml" "$tmp/drain_all.toml")
+echo "$out"
+grep -q 'after the change: no table, all 3 backends have weight 0' <<<"$out" || fail "no-table diff message"
+grep -qE 'fingerprint [0-9a-f]{16} -> none' <<<"$out" || fail "empty table fingerprint shown as none"
 echo "maglbctl tests passed"

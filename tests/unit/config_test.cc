@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 
 #include "maglb/table_builder.h"
@@ -166,6 +167,42 @@ address = "10.0.0.1"
   absl::StatusOr<LookupTable> t = BuildVipTable(c->vips[0]);
   ASSERT_TRUE(t.ok());
   EXPECT_TRUE(t->empty());
+}
+
+}  // namespace
+}  // namespace maglb
+
+namespace maglb {
+namespace {
+
+TEST(ConfigFileTest, RefusesDirectoriesAndEmptyFiles) {
+  // Either would otherwise read as a config with no VIPs, and a reload would
+  // drop every service.
+  absl::StatusOr<Config> dir = LoadConfig("config");
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(std::string(dir.status().message()).find("not a regular file"), std::string::npos)
+      << dir.status();
+  const std::string empty_path = ::testing::TempDir() + "/maglb_empty.toml";
+  { FILE* f = std::fopen(empty_path.c_str(), "w"); ASSERT_NE(f, nullptr); std::fputs(" \n", f); std::fclose(f); }
+  absl::StatusOr<Config> empty = LoadConfig(empty_path);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(std::string(empty.status().message()).find("the file is empty"), std::string::npos)
+      << empty.status();
+  absl::StatusOr<Config> missing = LoadConfig("/nonexistent/x.toml");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(std::string(missing.status().message()).find("No such file or directory"),
+            std::string::npos) << missing.status();
+}
+
+TEST(ConfigFileTest, RefusesNamesThatBreakLogsAndDumps) {
+  ExpectRefused("[[vip]]\nname = \"web one\"\naddress = \"10.0.0.1\"\n", 2, "vip[0].name",
+                "printable ASCII without spaces");
+  ExpectRefused("[[vip]]\nname = \"v\"\naddress = \"10.0.0.1\"\n  [[vip.backend]]\n  name = \"a\\nb\"\n"
+                "  address = \"10.1.0.1\"\n", 5, "vip[\"v\"].backend[0].name", "printable ASCII without spaces");
+  ExpectRefused("[[vip]]\nname = \"" + std::string(65, 'x') + "\"\naddress = \"10.0.0.1\"\n", 2, "vip[0].name",
+                "at most 64");
+  ExpectRefused("[[vip]]\nname = \"v\"\naddress = \"10.0.0.1\"\nbackend = 3\n", 4, "vip[\"v\"].backend",
+                "must be an array of tables ([[vip.backend]])");
 }
 
 }  // namespace
