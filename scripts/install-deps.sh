@@ -11,7 +11,7 @@ PACKAGES=(
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev
   iproute2 ethtool nftables procps psmisc curl iputils-ping
-  python3 python3-scapy tshark
+  python3 python3-scapy python3-xxhash tshark
   gnuplot-nox
 )
 

@@ -154,7 +154,9 @@ TEST(MaglevTest, PlacementIndependentOfListOrder) {
 TEST(MaglevTest, GoldenFingerprintCatchesAnyPlacementChange) {
   // A fixed config; if this fails, placement changed for every deployment:
   // every flow of every running LB would move on upgrade. Only change this
-  // value together with a documented, deliberate placement change.
+  // value together with a documented, deliberate placement change. The values
+  // are what tests/cli/maglev_oracle.py (the paper's algorithm in Python over
+  // python3-xxhash) computes for the same configs.
   std::vector<BackendSpec> b = {{"web-a", 1}, {"web-b", 1}, {"web-c", 2}, {"web-d", 0}};
   LookupTable t = Build(b);
   EXPECT_EQ(t.fingerprint(), 0xe8a67d749960c6b1ULL)
