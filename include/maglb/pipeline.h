@@ -214,10 +214,13 @@ class Worker {
   std::vector<ExtraFrame> extra_;
   size_t extra_count_ = 0;
   // Per-chunk working state, kept here so that nothing is initialised twice.
-  ParsedPacket parsed_[kBurst];
-  Verdict verdict_[kBurst];
-  uint64_t ct_hash_[kBurst];
-  Conntrack::Probe probe_[kBurst];
+  // Cache-line aligned: how these arrays fall on lines measurably changes the
+  // cost of a packet (+10% for existing flows when the members before them
+  // grew by 24 bytes), so it must not depend on those members.
+  alignas(64) ParsedPacket parsed_[kBurst];
+  alignas(64) Verdict verdict_[kBurst];
+  alignas(64) uint64_t ct_hash_[kBurst];
+  alignas(64) Conntrack::Probe probe_[kBurst];
   bool chunk_inserted_ = false;  // an Insert/Repin ran in this chunk's stage 3
 };
 
