@@ -3,14 +3,33 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "maglb/hash.h"
 #include "maglb/hashing.h"
 
 namespace maglb {
 
+absl::Status ValidateRendezvousInput(std::span<const BackendSpec> backends, uint32_t m) {
+  uint64_t active = 0;
+  for (const BackendSpec& b : backends) active += b.weight > 0;
+  if (active * m <= kMaxRendezvousEvaluations) return absl::OkStatus();
+  // The largest table that fits is what the operator can set instead.
+  uint64_t fit = kMaxRendezvousEvaluations / active;
+  std::string remedy =
+      fit >= std::max<uint64_t>(backends.size(), kMinTableSize)
+          ? absl::StrFormat("set a prime table_size of at most %u, or choose \"maglev\"", fit)
+          : std::string("choose \"maglev\"");
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "rendezvous scores every slot against every serving backend: table_size %u x %u "
+      "serving backends = %u score evaluations, more than the %u allowed (the rebuild would "
+      "take seconds on every reload); %s, whose build does not grow as M x N",
+      m, active, active * m, kMaxRendezvousEvaluations, remedy));
+}
+
 absl::StatusOr<LookupTable> BuildRendezvousTable(std::span<const BackendSpec> backends,
                                                  uint32_t m) {
   if (absl::Status s = ValidateTableInput(backends, m); !s.ok()) return s;
+  if (absl::Status s = ValidateRendezvousInput(backends, m); !s.ok()) return s;
   std::vector<std::string> names;
   names.reserve(backends.size());
   for (const BackendSpec& b : backends) names.push_back(b.name);

@@ -599,5 +599,44 @@ TEST(HashingConfigTest, RingPointsAndBoundedLoadEpsilon) {
   EXPECT_NE(Refusal(VipText("ring_points = 0")).find("out of range"), std::string::npos);
 }
 
+TEST(HashingConfigTest, RendezvousAboveItsWorkCapIsRefusedAtTheAlgorithmKey) {
+  // kMaxRendezvousEvaluations = 2^28: at the largest table, 64 serving
+  // backends fit (64 x 4194301 = 2^28 - 192) and 65 do not.
+  static_assert(kMaxRendezvousEvaluations == (uint64_t{1} << 28));
+  auto text = [](int serving, int draining) {
+    std::string t = "[[vip]]\nname = \"web\"\naddress = \"10.0.0.1\"\n"
+                    "algorithm = \"rendezvous\"\ntable_size = 4194301\n";
+    for (int i = 0; i < serving + draining; ++i) {
+      absl::StrAppend(&t, "[[vip.backend]]\nname = \"b", i, "\"\naddress = \"10.1.", i / 250,
+                      ".", i % 250 + 1, "\"\nweight = ", i < serving ? 1 : 0, "\n");
+    }
+    return t;
+  };
+  EXPECT_EQ(Refusal(text(64, 0)), "accepted");
+  // Draining backends are never scored: only serving ones count.
+  EXPECT_EQ(Refusal(text(64, 100)), "accepted");
+  std::string msg = Refusal(text(65, 0));
+  EXPECT_EQ(msg.rfind("t.toml:4: vip[\"web\"].algorithm:", 0), 0u) << msg;
+  EXPECT_NE(msg.find("table_size 4194301 x 65 serving backends = 272629565"), std::string::npos)
+      << msg;
+  // The largest table that fits: floor(2^28 / 65).
+  EXPECT_NE(msg.find("table_size of at most 4129776"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("\"maglev\""), std::string::npos) << msg;
+
+  // The builder refuses the same input by itself (reload paths, analyze).
+  std::vector<BackendSpec> many = Backends(65);
+  absl::StatusOr<LookupTable> t = BuildRendezvousTable(many, 4194301);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(t.status().message()), std::string(ValidateRendezvousInput(many, 4194301).message()));
+  // No table_size can fit 65535 backends (the table needs one slot each).
+  std::vector<BackendSpec> most = Backends(65535);
+  std::string none(ValidateRendezvousInput(most, 65537).message());
+  EXPECT_EQ(none.find("table_size of at most"), std::string::npos) << none;
+  EXPECT_NE(none.find("choose \"maglev\""), std::string::npos) << none;
+  EXPECT_TRUE(ValidateRendezvousInput(Backends(4095), 65537).ok());
+  EXPECT_FALSE(ValidateRendezvousInput(Backends(4096), 65537).ok());
+}
+
 }  // namespace
 }  // namespace maglb
