@@ -451,6 +451,32 @@ TEST_F(BoundedLoadPipelineTest, ANewConnectionOnAClosingTupleMovesItsCount) {
   EXPECT_EQ(loads.active(a_slot), 63u);
 }
 
+// A reload turns the bound on or off for a live VIP. Flows placed while it
+// was off are not counted (the bound is relative to the counted ones) and
+// keep their backend; counted flows stay exactly counted after it is off.
+TEST_F(BoundedLoadPipelineTest, AReloadTurnsTheBoundOnAndOff) {
+  Use(MakeConfig({MakeVip("web", kWeb, Equal(4), std::nullopt, 113)}));
+  const std::vector<Flow> flows = FlowsPreferring(Vip(), 0, 300);
+  for (size_t i = 0; i < 100; ++i) ASSERT_EQ(Send(flows[i], kTcpSyn), 0);
+
+  Use(MakeConfig({MakeVip("web", kWeb, Equal(4), kEps25, 113)}));
+  ASSERT_EQ(state_->change().vips_changed.size(), 1u);  // the log names the VIP
+  const VipState& v = Vip();
+  EXPECT_EQ(v.bounded_load_epsilon, 0.25);
+  for (size_t i = 0; i < 100; ++i) ASSERT_EQ(Send(flows[i], kTcpAck), 0);  // pinned, uncounted
+  const FlowLoads& loads = worker_.conntrack().loads();
+  EXPECT_EQ(loads.vip_active(v.counter_slot), 0u);
+  for (size_t i = 100; i < 200; ++i) ASSERT_GE(Send(flows[i], kTcpSyn), 0);
+  EXPECT_EQ(loads.vip_active(v.counter_slot), 100u);
+  EXPECT_EQ(loads.active(v.backends[0].counter_slot), 32u);  // ceil(1.25 * 100 / 4)
+  ExpectCountsExact(v);
+
+  Use(MakeConfig({MakeVip("web", kWeb, Equal(4), std::nullopt, 113)}));
+  for (size_t i = 200; i < 300; ++i) ASSERT_EQ(Send(flows[i], kTcpSyn), 0);  // no bound
+  ExpectCountsExact(Vip());
+  EXPECT_EQ(loads.vip_active(Vip().counter_slot), 100u);
+}
+
 // Weights: capacities follow them; a weight-0 (draining) backend takes no new flow.
 TEST_F(BoundedLoadPipelineTest, WeightedCapacitiesAndDrainingBackends) {
   Use(MakeConfig({MakeVip("web", kWeb, {{"a", 1}, {"b", 2}, {"c", 3}, {"d", 0}}, kEps10, 113)}));
