@@ -115,6 +115,31 @@ def main():
                 subprocess.run([ctl, "analyze", *extra, "--plot", png], check=True, capture_output=True)
                 with open(png, "rb") as f:
                     check(f.read(8) == b"\x89PNG\r\n\x1a\n", f"--plot {extra}: not a PNG")
+        with tempfile.TemporaryDirectory() as d:
+            # A config with nothing to draw: refused before gnuplot runs, no file.
+            draining = os.path.join(d, "draining.toml")
+            with open(draining, "w") as f:
+                f.write('[[vip]]\nname = "web"\naddress = "10.0.0.1"\n'
+                        '[[vip.backend]]\nname = "a"\naddress = "10.1.0.1"\nweight = 0\n')
+            png = os.path.join(d, "plot.png")
+            r = subprocess.run([ctl, "analyze", "--config", draining, "--plot", png],
+                               capture_output=True, text=True)
+            check(r.returncode == 1, f"--plot, all draining: exit {r.returncode}, want 1")
+            check("nothing to draw" in r.stderr, f"--plot, all draining: message {r.stderr!r}")
+            check(not os.path.exists(png), "--plot, all draining: left a file")
+            # gnuplot failing midway: the half-written file is removed.
+            fake = os.path.join(d, "bin")
+            os.mkdir(fake)
+            with open(os.path.join(fake, "gnuplot"), "w") as f:
+                f.write("#!/bin/sh\nout=$(sed -n 's/^set output \"\\(.*\\)\"$/\\1/p' \"$1\")\n"
+                        "printf 'half a PNG' > \"$out\"\nexit 1\n")
+            os.chmod(os.path.join(fake, "gnuplot"), 0o755)
+            env = dict(os.environ, PATH=fake + os.pathsep + os.environ.get("PATH", ""))
+            r = subprocess.run([ctl, "analyze", "--config", config, "--plot", png],
+                               capture_output=True, text=True, env=env)
+            check(r.returncode == 1, f"--plot, gnuplot failing: exit {r.returncode}, want 1")
+            check("gnuplot failed" in r.stderr, f"--plot, gnuplot failing: message {r.stderr!r}")
+            check(not os.path.exists(png), "--plot, gnuplot failing: left a half-written file")
     else:
         print("gnuplot not installed: --plot not checked")
 

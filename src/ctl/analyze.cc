@@ -845,7 +845,36 @@ int RunProcess(const std::vector<std::string>& args) {
 }
 
 int DrawPlots(const std::string& png, const std::vector<std::string>& schemes,
-              const std::vector<Plot>& plots, const std::string& title) {
+              const std::vector<Plot>& all_plots, const std::string& title) {
+  // gnuplot stops at a histogram column without one finite value ("No valid
+  // points in histogram") after it has begun the PNG. Such a series has no
+  // figures to show (a VIP whose backends all drain, or with one serving
+  // backend and so no failure to simulate): leave it out, and a chart left
+  // with none, and refuse before gnuplot runs when nothing is left.
+  std::vector<Plot> plots;
+  for (const Plot& p : all_plots) {
+    Plot kept = p;
+    kept.series.clear();
+    for (const PlotSeries& s : p.series) {
+      if (std::any_of(s.values.begin(), s.values.end(),
+                      [](double v) { return std::isfinite(v); })) {
+        kept.series.push_back(s);
+      } else {
+        std::fprintf(stderr,
+                     "maglbctl analyze: --plot: \"%s\" has no figure for any scheme in the "
+                     "chart \"%s\"; left out of it\n",
+                     s.label.c_str(), p.title.c_str());
+      }
+    }
+    if (!kept.series.empty()) plots.push_back(std::move(kept));
+  }
+  if (plots.empty()) {
+    std::fprintf(stderr,
+                 "maglbctl analyze: --plot: nothing to draw (no VIP has a serving backend to "
+                 "measure); %s was not written\n",
+                 png.c_str());
+    return kExitError;
+  }
   char dir_template[] = "/tmp/maglbctl-plot-XXXXXX";
   char* dir = mkdtemp(dir_template);
   if (dir == nullptr) {
@@ -901,8 +930,10 @@ int DrawPlots(const std::string& png, const std::vector<std::string>& schemes,
     return kExitError;
   }
   if (rc != 0) {
-    std::fprintf(stderr, "maglbctl analyze: gnuplot failed (exit %d) drawing %s\n", rc,
-                 png.c_str());
+    // Whatever gnuplot began writing is not a whole PNG: leave no file.
+    std::remove(png.c_str());
+    std::fprintf(stderr, "maglbctl analyze: gnuplot failed (exit %d) drawing %s; removed it\n",
+                 rc, png.c_str());
     return kExitError;
   }
   return kExitOk;
