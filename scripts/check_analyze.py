@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Checks `maglbctl analyze` end to end: its JSON parses, the invariants that
-theory guarantees hold in the figures it prints, and --plot writes a PNG.
+theory guarantees hold in the figures it prints, and --plot writes a PNG (or
+fails cleanly). Fails where gnuplot is missing: --plot is part of the spec.
 
 usage: check_analyze.py MAGLBCTL CONFIG.toml
 """
@@ -108,6 +109,18 @@ def main():
         check(schemes == ["maglev", "ring", "rendezvous", "jump", "modulo"], f"{t['id']}: schemes {schemes}")
         check(sum(r["configured"] == "*" for r in t["rows"]) == 1, f"{t['id']}: one configured scheme")
 
+    # --plot is part of the spec: a machine without gnuplot fails this check
+    # rather than passing without it (scripts/install-deps.sh installs it).
+    check(shutil.which("gnuplot") is not None,
+          "gnuplot not found: --plot cannot be checked; install gnuplot-nox (scripts/install-deps.sh)")
+    with tempfile.TemporaryDirectory() as d:
+        # Where gnuplot is missing, maglbctl says so and writes nothing.
+        png = os.path.join(d, "plot.png")
+        r = subprocess.run([ctl, "analyze", "--classic", "--plot", png], capture_output=True, text=True,
+                           env=dict(os.environ, PATH=d))
+        check(r.returncode == 1 and "needs gnuplot" in r.stderr,
+              f"--plot without gnuplot: exit {r.returncode}, {r.stderr!r}")
+        check(not os.path.exists(png), "--plot without gnuplot: left a file")
     if shutil.which("gnuplot"):
         with tempfile.TemporaryDirectory() as d:
             for extra in (["--classic"], ["--config", config]):
@@ -140,8 +153,6 @@ def main():
             check(r.returncode == 1, f"--plot, gnuplot failing: exit {r.returncode}, want 1")
             check("gnuplot failed" in r.stderr, f"--plot, gnuplot failing: message {r.stderr!r}")
             check(not os.path.exists(png), "--plot, gnuplot failing: left a half-written file")
-    else:
-        print("gnuplot not installed: --plot not checked")
 
     for f in failures:
         print("FAIL:", f)
