@@ -26,20 +26,24 @@
 // next (two packets of one new flow in a burst get one entry).
 //
 // Bounded loads (bounded_load.h), for a VIP with bounded_load_epsilon set:
-// its new flows (step 3's table path only) take the table's backend unless
-// that backend's active flows on this worker are at its capacity
-// ceil((1 + eps) * (F + 1) * w / W) (F the VIP's active flows on this worker,
-// W its total weight); then the next distinct backend in the flow's table
-// preference order (TablePreference: the backends of the slots after its
-// own, repeats and weight-0 backends never chosen) that is below capacity,
-// over at most kBoundedLoadMaxSlots slots, else the first choice. Counted per
-// VIP: bounded_load_passed (flows placed off their first choice),
+// a new connection (a TCP SYN without ACK, or a UDP flow) on step 3's table
+// path takes the table's backend unless that backend's active flows on this
+// worker are at its capacity ceil((1 + eps) * (F + 1) * w / W) (F the VIP's
+// active flows on this worker, W its total weight); then the next distinct
+// backend of the flow's table preference order (TablePreference: the
+// backends of the slots after its own; weight-0 backends have capacity 0)
+// that is below its capacity, over at most kBoundedLoadMaxSlots slots, else
+// the first choice. A TCP packet of an unknown flow mid-flow (restart, ECMP
+// shift, or a SYN that the conntrack could not track, itself sent to its
+// first choice) takes the table's choice, which every packet of it agrees
+// on. Per VIP: bounded_load_passed (placed off their first choice) and
 // bounded_load_over (no backend below capacity within the walk). The counts
-// are the conntrack's FlowLoads: per worker, exact at every insert, release
-// and repin, idle flows included until their way is reused (conntrack.h). So
-// the bound holds per worker; overall it holds up to the RSS split. Flows of
-// VIPs without epsilon are neither counted nor walked, and packets of tracked
-// flows (the hot path) do no work for it at all: pinning wins over the bound.
+// are the conntrack's FlowLoads, every flow of such a VIP included: per
+// worker, exact at every insert, release and repin, idle flows included
+// until their way is reused (conntrack.h). So the bound holds per worker,
+// overall up to the RSS split. Flows of VIPs without epsilon are neither
+// counted nor walked, and packets of tracked flows (the hot path) do no work
+// for it at all: pinning wins over the bound.
 #ifndef MAGLB_PIPELINE_H_
 #define MAGLB_PIPELINE_H_
 
@@ -200,7 +204,9 @@ class Worker {
                                  const Conntrack::Probe& probe, ConntrackEntry* e,
                                  bool backend_unresolved, const VipState& vip,
                                  const LbState& state, uint64_t now_ns);
-  uint16_t BoundedLoadChoice(const VipState& vip, uint64_t flow_hash, uint16_t first);
+  enum class BoundedLoadOutcome : uint8_t { kFirstChoice, kPassed, kOver };
+  uint16_t BoundedLoadChoice(const VipState& vip, uint64_t flow_hash, uint16_t first,
+                             BoundedLoadOutcome* outcome);
   void Drop(PacketRef& pkt, DropReason reason);
   uint8_t* ScratchAlloc(size_t bytes);
   bool AddExtra(const uint8_t* data, size_t len);

@@ -314,21 +314,36 @@ void Worker::NewFlow(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash,
   const bool backend_gone = e != nullptr && backend_unresolved;
   if (vip.table->empty()) return Drop(pkt, DropReason::kNoBackend);
   const uint64_t flow_hash = FlowHash(p.flow, vip.hash_seed);
-  uint16_t backend = vip.table->Lookup(flow_hash);
+  const uint16_t first = vip.table->Lookup(flow_hash);
+  uint16_t backend = first;
   uint32_t load_slot = kUncountedFlow;
+  BoundedLoadOutcome outcome = BoundedLoadOutcome::kFirstChoice;
   if (vip.bounded_load_epsilon > 0) [[unlikely]] {
-    backend = BoundedLoadChoice(vip, flow_hash, backend);
+    // Only a new connection is placed by the bound. A TCP packet of a flow we
+    // do not know mid-flow (LB restart, ECMP shift, or a SYN that could not be
+    // tracked) takes the table's choice, which every packet of it agrees on.
+    if (p.flow.protocol != kIpProtoTcp || (p.tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn) {
+      backend = BoundedLoadChoice(vip, flow_hash, first, &outcome);
+    }
     load_slot = vip.backends[backend].counter_slot;
   }
-  const BackendState& b = vip.backends[backend];
   chunk_inserted_ = true;
   if (e != nullptr) {
     if (backend_gone) c.repinned.Add(1);
-    conntrack_.Repin(e, b.id, backend, p.tcp_flags, now_ns, load_slot);
-  } else if (conntrack_.Insert(p.flow, probe, p.tcp_flags, b.id, backend, now_ns, load_slot) ==
-             nullptr) {
+    conntrack_.Repin(e, vip.backends[backend].id, backend, p.tcp_flags, now_ns, load_slot);
+  } else if (conntrack_.Insert(p.flow, probe, p.tcp_flags, vip.backends[backend].id, backend,
+                               now_ns, load_slot) == nullptr) {
     c.untracked.Add(1);
+    // Untracked, its next packet is placed again, by the table: so is this one.
+    backend = first;
+    outcome = BoundedLoadOutcome::kFirstChoice;
   }
+  if (outcome != BoundedLoadOutcome::kFirstChoice) [[unlikely]] {
+    VipCounters& bounded = c.vip[vip.counter_slot];
+    (outcome == BoundedLoadOutcome::kPassed ? bounded.bounded_load_passed
+                                            : bounded.bounded_load_over).Add(1);
+  }
+  const BackendState& b = vip.backends[backend];
   vc.new_flows.Add(1);
   c.backend[b.counter_slot].new_flows.Add(1);
   Send(pkt, p, vip, backend, ct_hash, state);
@@ -339,7 +354,8 @@ void Worker::NewFlow(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash,
 // that repeats later in the walk gives the same answer (no count changes
 // during the walk), so only adjacent repeats are skipped, and the result is
 // BoundedLoadAssign over TablePreference as far as the walk reaches.
-uint16_t Worker::BoundedLoadChoice(const VipState& vip, uint64_t flow_hash, uint16_t first) {
+uint16_t Worker::BoundedLoadChoice(const VipState& vip, uint64_t flow_hash, uint16_t first,
+                                   BoundedLoadOutcome* outcome) {
   const FlowLoads& loads = conntrack_.loads();
   const uint64_t flows = loads.vip_active(vip.counter_slot);
   const double eps = vip.bounded_load_epsilon;
@@ -364,11 +380,11 @@ uint16_t Worker::BoundedLoadChoice(const VipState& vip, uint64_t flow_hash, uint
       cap = BoundedLoadCapacity(flows, cap_weight, vip.total_weight, eps);
     }
     if (loads.active(bs.counter_slot) < cap) {
-      counters_->vip[vip.counter_slot].bounded_load_passed.Add(1);
+      *outcome = BoundedLoadOutcome::kPassed;
       return b;
     }
   }
-  counters_->vip[vip.counter_slot].bounded_load_over.Add(1);
+  *outcome = BoundedLoadOutcome::kOver;
   return first;
 }
 

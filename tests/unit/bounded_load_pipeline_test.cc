@@ -378,6 +378,43 @@ TEST_F(BoundedLoadSmallTableTest, CountsFollowEvictionAndExpiry) {
   EXPECT_EQ(loads.vip_active(v.counter_slot), worker_.conntrack().occupied());
 }
 
+// Only new connections are placed by the bound. TCP picked up mid-flow takes
+// the table's choice (counted all the same), and so does a SYN that the
+// conntrack cannot track, so that its next packet, placed again, agrees.
+TEST_F(BoundedLoadSmallTableTest, MidFlowPickupsAndUntrackedSynsTakeTheFirstChoice) {
+  Use(MakeConfig({MakeVip("web", kWeb, Equal(4), kEps25, 113)}));
+  const VipState& v = Vip();
+  const std::vector<Flow> flows = FlowsPreferring(v, 0, 300);
+  // Mid-flow pickups (no SYN): all on a, far above its capacity; the table
+  // fills with established flows.
+  for (size_t i = 0; i < 200; ++i) ASSERT_EQ(Send(flows[i], kTcpAck), 0);
+  const FlowLoads& loads = worker_.conntrack().loads();
+  EXPECT_EQ(loads.active(v.backends[0].counter_slot), worker_.conntrack().occupied());
+  ExpectCountsExact(v);
+  EXPECT_EQ(worker_.counters().vip[v.counter_slot].bounded_load_passed.value(), 0u);
+
+  // A SYN now finds no way it may take: untracked, sent to a although a is
+  // full; its ACK is tracked (it may evict) and goes to a as well.
+  const uint64_t untracked = worker_.counters().untracked.value();
+  for (size_t i = 200; i < 210; ++i) {
+    ASSERT_EQ(Send(flows[i], kTcpSyn), 0);
+    ASSERT_EQ(Send(flows[i], kTcpAck), 0);
+  }
+  EXPECT_EQ(worker_.counters().untracked.value(), untracked + 10);
+  EXPECT_EQ(worker_.counters().vip[v.counter_slot].bounded_load_passed.value(), 0u);
+  ExpectCountsExact(v);
+
+  // A new connection that can be tracked is bounded: once the ways
+  // expire, SYNs may take them and a is passed over.
+  const uint64_t later = kT0 + 400 * kSec;
+  int off_a = 0;
+  for (size_t i = 210; i < 230; ++i) off_a += Send(flows[i], kTcpSyn, later) != 0;
+  EXPECT_GT(off_a, 0);
+  EXPECT_EQ(worker_.counters().vip[v.counter_slot].bounded_load_passed.value(),
+            static_cast<uint64_t>(off_a));
+  ExpectCountsExact(v);
+}
+
 // A removed backend's flows leave the average at once; its slot, handed to a
 // new backend, starts from zero; the removed backend's flows are repinned
 // (counted on their new backend) and never decrement the new owner.
