@@ -419,7 +419,8 @@ TEST_F(PipelineTest, AnswersArpEchoAndNeighborSolicitation) {
   h6.dst = Ip("ff02::1:ff00:10");
   h6.proto = 58;
   h6.hop_limit = 255;
-  Bytes body(Ip("2001:db8::10").bytes.begin(), Ip("2001:db8::10").bytes.end());
+  const IpAddress target = Ip("2001:db8::10");  // one object: begin and end of the same bytes
+  Bytes body(target.bytes.begin(), target.bytes.end());
   const Bytes opt = {1, 1, 0x02, 0, 0, 0, 0, 0x99};
   body.insert(body.end(), opt.begin(), opt.end());
   Buf ns(testing::Frame6(h6, testing::Icmp(135, 0, 0, body)));
