@@ -160,9 +160,10 @@ absl::Status ValidateRendezvousInput(std::span<const BackendSpec> backends, uint
 /// Cost: M * N hash evaluations (one Fmix64 each) plus, per slot, one log per
 /// distinct weight (within a weight, hashes order as their scores do, so only
 /// each weight group's winner is scored). Measured at M = 65537, N = 1000 on
-/// one core: about 70 ms with equal weights, 80-130 ms with three weights, 60x
+/// one core: about 60 ms with equal weights, 70-130 ms with three weights, 60x
 /// Maglev's build: a control-path cost paid on rebuild only, and the limit of
-/// this scheme (it grows as M * N; bench/RESULTS.md has the figures).
+/// this scheme (it grows as M * N, hence kMaxRendezvousEvaluations;
+/// bench/RESULTS.md has the figures).
 ///
 /// Determinism: with equal weights placement is pure integer arithmetic. With
 /// unequal weights the group winners are compared by std::log, which libm
