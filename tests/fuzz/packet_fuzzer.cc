@@ -75,6 +75,10 @@ struct Fixture {
     c.vips.push_back(Vip("udp6", "2001:db8:5::80", Protocol::kUdp, 0, Forwarding::kIpip, {"2001:db8:b::4"}));
     c.vips.push_back(Vip("dsr", "198.51.100.90", Protocol::kTcp, 80, Forwarding::kL2Dsr, {"192.0.2.50"}));
     c.vips.push_back(Vip("drain", "198.51.100.91", Protocol::kUdp, 0, Forwarding::kGre, {}));
+    // Bounded loads on two VIPs the corpus reaches, so the placement walk of
+    // new flows is fuzzed too.
+    c.vips[0].bounded_load_epsilon = 0.1;
+    c.vips[2].bounded_load_epsilon = 0.25;
     LbStateOptions opts;
     opts.port_mac = Mac("02:00:00:00:00:01");
     auto s = BuildLbState(c, nullptr, opts);

@@ -346,7 +346,8 @@ TEST_F(ClassifyTest, Arp) {
 }
 
 Bytes NeighborSolicit(const char* target, uint8_t hop_limit = 255, const char* src = "2001:db8:ff::1") {
-  Bytes body(Ip(target).bytes.begin(), Ip(target).bytes.end());
+  const IpAddress target_ip = Ip(target);
+  Bytes body(target_ip.bytes.begin(), target_ip.bytes.end());
   // Source link-layer address option.
   for (uint8_t b : {1, 1, 2, 0xaa, 0, 0, 0, 1}) body.push_back(b);
   return Frame6({.src = Ip(src), .dst = Ip("ff02::1:ff00:10"), .proto = 58, .hop_limit = hop_limit},
