@@ -467,6 +467,33 @@ absl::Status ParseVip(const toml::table& t, const std::string& source, size_t in
   return absl::OkStatus();
 }
 
+// IPv6 hosts never send packets below 1280 bytes (RFC 8200), so if the tunnel
+// overhead pushes a 1280-byte IPv6 packet past the egress MTU, packet-too-big
+// can only say 1280 again and the flow is black-holed. Refuse such an MTU.
+absl::Status CheckIpv6TunnelMtu(const toml::table& root, const std::string& source,
+                                const Config& config) {
+  constexpr uint32_t kIpv6MinMtu = 1280;
+  for (const VipConfig& v : config.vips) {
+    if (!v.address.is_v6 || v.forwarding == Forwarding::kL2Dsr) continue;
+    for (const BackendConfig& b : v.backends) {
+      const uint32_t overhead =
+          (b.address.is_v6 ? 40 : 20) + (v.forwarding == Forwarding::kGre ? 4 : 0);
+      if (config.lb.mtu >= kIpv6MinMtu + overhead) continue;
+      const toml::node* lb = root.get("lb");
+      const toml::node* mtu = lb != nullptr && lb->is_table() ? lb->as_table()->get("mtu") : nullptr;
+      const int line = mtu != nullptr ? static_cast<int>(mtu->source().begin.line) : v.line;
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s:%d: lb.mtu: %u leaves %u bytes for the IPv6 packets of vip \"%s\" once %s over "
+          "IPv%d is added (backend \"%s\"), below IPv6's minimum of 1280: those flows would be "
+          "black-holed; set mtu to at least %u",
+          source, line, config.lb.mtu, config.lb.mtu - overhead, v.name,
+          v.forwarding == Forwarding::kGre ? "GRE" : "IP-in-IP", b.address.is_v6 ? 6 : 4, b.name,
+          kIpv6MinMtu + overhead));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view source_view) {
@@ -521,6 +548,7 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
     config.vips.push_back(std::move(v));
   }
   MAGLB_RETURN_IF_ERROR(r.CheckNoUnknownKeys());
+  MAGLB_RETURN_IF_ERROR(CheckIpv6TunnelMtu(root, source, config));
   return config;
 }
 

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "maglb/table_builder.h"
@@ -182,9 +185,13 @@ TEST(ConfigFileTest, RefusesDirectoriesAndEmptyFiles) {
   ASSERT_FALSE(dir.ok());
   EXPECT_NE(std::string(dir.status().message()).find("not a regular file"), std::string::npos)
       << dir.status();
-  const std::string empty_path = ::testing::TempDir() + "/maglb_empty.toml";
-  { FILE* f = std::fopen(empty_path.c_str(), "w"); ASSERT_NE(f, nullptr); std::fputs(" \n", f); std::fclose(f); }
+  char empty_path[] = "/tmp/maglb_empty_XXXXXX";
+  const int fd = mkstemp(empty_path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, " \n", 2), 2);
+  close(fd);
   absl::StatusOr<Config> empty = LoadConfig(empty_path);
+  unlink(empty_path);
   ASSERT_FALSE(empty.ok());
   EXPECT_NE(std::string(empty.status().message()).find("the file is empty"), std::string::npos)
       << empty.status();
@@ -192,6 +199,25 @@ TEST(ConfigFileTest, RefusesDirectoriesAndEmptyFiles) {
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(std::string(missing.status().message()).find("No such file or directory"),
             std::string::npos) << missing.status();
+}
+
+TEST(ConfigFileTest, RefusesAnMtuThatBlackHolesTunnelledIpv6) {
+  const std::string vip6 = R"(
+[[vip]]
+name = "v6"
+address = "2001:db8::80"
+forwarding = "gre"
+  [[vip.backend]]
+  name = "a"
+  address = "2001:db8:1::1"
+)";
+  // GRE over IPv6 adds 44 bytes: 1280 + 44 = 1324 is the least that works.
+  ExpectRefused("[lb]\nmtu = 1323\n" + vip6, 2, "lb.mtu", "set mtu to at least 1324");
+  EXPECT_TRUE(ParseConfig("[lb]\nmtu = 1324\n" + vip6, "test.toml").ok());
+  // L2 DSR adds nothing; IPv4 VIPs are not bound by IPv6's minimum.
+  std::string dsr = vip6;
+  dsr.replace(dsr.find("gre"), 3, "l2dsr");
+  EXPECT_TRUE(ParseConfig("[lb]\nmtu = 1280\n" + dsr, "test.toml").ok());
 }
 
 TEST(ConfigFileTest, RefusesNamesThatBreakLogsAndDumps) {
