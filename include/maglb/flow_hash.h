@@ -28,40 +28,13 @@
 #include <cstring>
 
 #include "maglb/flow.h"
+#include "maglb/xxh64_internal.h"
 
 namespace maglb {
 
-namespace flow_hash_internal {
-
-inline constexpr uint64_t kP1 = 0x9E3779B185EBCA87ULL;
-inline constexpr uint64_t kP2 = 0xC2B2AE3D27D4EB4FULL;
-inline constexpr uint64_t kP3 = 0x165667B19E3779F9ULL;
-inline constexpr uint64_t kP4 = 0x85EBCA77C2B2AE63ULL;
-inline constexpr uint64_t kP5 = 0x27D4EB2F165667C5ULL;
-
-inline uint64_t LoadLe64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, sizeof(v));
-  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
-  return v;
-}
-
-inline uint64_t Round(uint64_t acc, uint64_t input) {
-  acc += input * kP2;
-  acc = std::rotl(acc, 31);
-  return acc * kP1;
-}
-
-inline uint64_t MergeRound(uint64_t acc, uint64_t val) {
-  acc ^= Round(0, val);
-  return acc * kP1 + kP4;
-}
-
-}  // namespace flow_hash_internal
-
 /// XXH64(key bytes, 40, seed). See the file comment.
 inline uint64_t FlowHash(const FlowKey& key, uint64_t seed) {
-  using namespace flow_hash_internal;  // NOLINT: constants of this file only
+  using namespace xxh64_internal;  // NOLINT: the XXH64 primitives
   const auto* p = reinterpret_cast<const uint8_t*>(&key);
   uint64_t v1 = Round(seed + kP1 + kP2, LoadLe64(p));
   uint64_t v2 = Round(seed + kP2, LoadLe64(p + 8));
@@ -78,14 +51,7 @@ inline uint64_t FlowHash(const FlowKey& key, uint64_t seed) {
   const uint64_t tail = uint64_t{key.src_port} | uint64_t{key.dst_port} << 16 |
                         uint64_t{key.protocol} << 32 | uint64_t{key.is_v6} << 40 |
                         uint64_t{key.reserved} << 48;
-  h ^= Round(0, tail);
-  h = std::rotl(h, 27) * kP1 + kP4;
-  h ^= h >> 33;
-  h *= kP2;
-  h ^= h >> 29;
-  h *= kP3;
-  h ^= h >> 32;
-  return h;
+  return Avalanche(Tail8(h, tail));
 }
 
 namespace flow_hash_internal {
@@ -105,7 +71,8 @@ inline uint64_t Mum(uint64_t a, uint64_t b) {
 /// found when an operator changes hash_seed on a live LB, and equal on every
 /// instance.
 inline uint64_t ConntrackHash(const FlowKey& key) {
-  using namespace flow_hash_internal;  // NOLINT: constants of this file only
+  using flow_hash_internal::Mum;
+  using xxh64_internal::LoadLe64;
   constexpr uint64_t kS0 = 0xa0761d6478bd642fULL, kS1 = 0xe7037ed1a0b428dbULL,
                      kS2 = 0x8ebc6af09c88c6e3ULL, kS3 = 0x589965cc75374cc3ULL,
                      kS4 = 0x1d8e4e27c47d124fULL;

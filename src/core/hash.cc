@@ -3,73 +3,37 @@
 #include <bit>
 #include <cstring>
 
+#include "maglb/xxh64_internal.h"
+
 namespace maglb {
 namespace {
 
-constexpr uint64_t kP1 = 0x9E3779B185EBCA87ULL;
-constexpr uint64_t kP2 = 0xC2B2AE3D27D4EB4FULL;
-constexpr uint64_t kP3 = 0x165667B19E3779F9ULL;
-constexpr uint64_t kP4 = 0x85EBCA77C2B2AE63ULL;
-constexpr uint64_t kP5 = 0x27D4EB2F165667C5ULL;
-
-inline uint64_t Rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-
-// Little-endian loads whatever the host order: the result must not depend
-// on it. (memcpy compiles to one load; the swap only exists on big-endian.)
-inline uint64_t LoadLe64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
-  return v;
-}
-inline uint32_t LoadLe32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap32(v);
-  return v;
-}
-
-inline uint64_t Round(uint64_t acc, uint64_t input) {
-  acc += input * kP2;
-  acc = Rotl(acc, 31);
-  return acc * kP1;
-}
-
-inline uint64_t MergeRound(uint64_t acc, uint64_t val) {
-  acc ^= Round(0, val);
-  return acc * kP1 + kP4;
-}
+using namespace xxh64_internal;  // NOLINT: the primitives of this one hash
 
 // Folds the trailing < 32 bytes and finishes the hash.
 uint64_t Finish(uint64_t h, const uint8_t* p, size_t len) {
   while (len >= 8) {
-    h ^= Round(0, LoadLe64(p));
-    h = Rotl(h, 27) * kP1 + kP4;
+    h = Tail8(h, LoadLe64(p));
     p += 8;
     len -= 8;
   }
   if (len >= 4) {
     h ^= uint64_t{LoadLe32(p)} * kP1;
-    h = Rotl(h, 23) * kP2 + kP3;
+    h = std::rotl(h, 23) * kP2 + kP3;
     p += 4;
     len -= 4;
   }
   while (len > 0) {
     h ^= uint64_t{*p} * kP5;
-    h = Rotl(h, 11) * kP1;
+    h = std::rotl(h, 11) * kP1;
     ++p;
     --len;
   }
-  h ^= h >> 33;
-  h *= kP2;
-  h ^= h >> 29;
-  h *= kP3;
-  h ^= h >> 32;
-  return h;
+  return Avalanche(h);
 }
 
 uint64_t Converge(const uint64_t v[4]) {
-  uint64_t h = Rotl(v[0], 1) + Rotl(v[1], 7) + Rotl(v[2], 12) + Rotl(v[3], 18);
+  uint64_t h = std::rotl(v[0], 1) + std::rotl(v[1], 7) + std::rotl(v[2], 12) + std::rotl(v[3], 18);
   for (int i = 0; i < 4; ++i) h = MergeRound(h, v[i]);
   return h;
 }
