@@ -67,7 +67,11 @@ uint16_t Serve(const WorkerContext& c, uint16_t rx_port, const LbState* state, T
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = rx[i];
     if (m->nb_segs != 1 || state == nullptr) {
-      if (m->nb_segs != 1) c.counters->rx_multiseg.Add(1);
+      if (m->nb_segs != 1) {
+        c.counters->rx_multiseg.Add(1);
+      } else {
+        c.counters->no_snapshot.Add(1);
+      }
       drop[ndrop++] = m;
       continue;
     }

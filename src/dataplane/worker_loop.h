@@ -29,6 +29,7 @@ struct alignas(64) LoopCounters {
   Counter control_full;     ///< ... that found the control ring full
   Counter control_sent;     ///< frames the control thread asked us to send
   Counter extra_alloc_fail; ///< fragments lost for want of a buffer
+  Counter no_snapshot;      ///< frames received before the first config snapshot: dropped
 };
 
 struct WorkerContext {
