@@ -37,14 +37,17 @@ int CmdStats(const char*, const char*, rte_tel_data* d) {
     rte_tel_data_add_dict_u64(d, "tx_bytes", t.tx_bytes);
     uint64_t dropped = 0;
     for (uint64_t v : t.drops) dropped += v;
-    uint64_t tx_full = 0, multiseg = 0, control_full = 0, no_snapshot = 0;
+    uint64_t tx_full = 0, multiseg = 0, control_full = 0, extra_alloc_fail = 0, no_snapshot = 0;
     for (const LoopCounters* lc : opt.loop_counters) {
       tx_full += lc->tx_full.value();
       multiseg += lc->rx_multiseg.value();
       control_full += lc->control_full.value();
+      extra_alloc_fail += lc->extra_alloc_fail.value();
       no_snapshot += lc->no_snapshot.value();
     }
-    rte_tel_data_add_dict_u64(d, "dropped", dropped + multiseg + no_snapshot);
+    // Every frame lost anywhere, by the pipeline or by the loop around it.
+    rte_tel_data_add_dict_u64(d, "dropped", dropped + multiseg + no_snapshot + tx_full + control_full +
+                                                extra_alloc_fail);
     for (size_t i = 0; i < kNumDropReasons; ++i) {
       std::string name = "drop_" + std::string(DropReasonName(static_cast<DropReason>(i)));
       rte_tel_data_add_dict_u64(d, name.c_str(), t.drops[i]);
@@ -53,6 +56,7 @@ int CmdStats(const char*, const char*, rte_tel_data* d) {
     rte_tel_data_add_dict_u64(d, "drop_no_snapshot", no_snapshot);
     rte_tel_data_add_dict_u64(d, "tx_full", tx_full);
     rte_tel_data_add_dict_u64(d, "control_ring_full", control_full);
+    rte_tel_data_add_dict_u64(d, "extra_alloc_fail", extra_alloc_fail);
     for (size_t i = 0; i < kNumLocalCounters; ++i) {
       rte_tel_data_add_dict_u64(d, std::string(LocalCounterName(static_cast<LocalCounter>(i))).c_str(),
                                 t.local[i]);
