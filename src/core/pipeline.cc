@@ -171,15 +171,15 @@ void Worker::Send(PacketRef& pkt, const ParsedPacket& p, const VipState& vip, ui
   const BackendState& b = vip.backends[backend];
   // Never to a zero MAC: the control thread is still resolving the next hop.
   if (!b.next_hop_known) return Drop(pkt, DropReason::kNoNeighbor);
-  WorkerCounters& c = *counters_;
-  FlowCounters& bc = c.backend[b.counter_slot];
-  bc.packets.Add(1);
-  bc.bytes.Add(pkt.len);
-
   // The conntrack hash doubles as the per-flow value that varies the outer
   // source and flow label: stable for the flow, equal on every LB instance.
   const EncapResult r = Forward(pkt.data, pkt.len, pkt.headroom, p, b.target, state.encap(), ct_hash);
   if (r.status == EncapStatus::kOk) [[likely]] {
+    // A backend's counters count what was sent to it: only once Forward
+    // succeeded (a packet answered with ICMP too-big never reached it).
+    FlowCounters& bc = counters_->backend[b.counter_slot];
+    bc.packets.Add(1);
+    bc.bytes.Add(pkt.len);
     pkt.action = PacketAction::kTransmit;
     pkt.offset = static_cast<int16_t>(r.offset);
     pkt.out_len = static_cast<uint16_t>(r.length);
@@ -256,6 +256,9 @@ void Worker::SendSlow(PacketRef& pkt, const ParsedPacket& p, const VipState& vip
       pkt.extra_first = first;
       pkt.extra_count = static_cast<uint16_t>(count);
       c.local[Index(LocalCounter::kFragmentsSent)].Add(count);
+      FlowCounters& bc = c.backend[b.counter_slot];  // sent, in fragments
+      bc.packets.Add(1);
+      bc.bytes.Add(pkt.len);
       return;
     }
     case EncapStatus::kNoSource:

@@ -444,6 +444,27 @@ TEST_F(PipelineTest, TooBigWithDfIsAnsweredWithFragmentationNeeded) {
   EXPECT_EQ(out[35], 4);               // fragmentation needed
   EXPECT_EQ(out[40] << 8 | out[41], 1476);  // next-hop MTU
   EXPECT_EQ(Drops(DropReason::kMtuExceeded), 1u);
+
+  // Refused, so no backend counts it (the VIP does: it was received).
+  const Worker* workers[] = {&worker_};
+  auto backend_totals = [&] {
+    CounterTotals::Flow sum;
+    for (const auto& be : SumCounters(*state_, workers).vips[0].backends) {
+      sum.packets += be.counters.packets;
+      sum.bytes += be.counters.bytes;
+    }
+    return sum;
+  };
+  EXPECT_EQ(SumCounters(*state_, workers).vips[0].counters.packets, 1u);
+  EXPECT_EQ(backend_totals().packets, 0u);
+  EXPECT_EQ(backend_totals().bytes, 0u);
+  // A packet of the same flow that fits is sent, and counted.
+  const Bytes fits = TcpFrame("10.0.0.1", 4000, "198.51.100.80", kTcpAck, 100);
+  Buf small(fits);
+  Run(small);
+  ASSERT_EQ(small.ref.action, PacketAction::kTransmit);
+  EXPECT_EQ(backend_totals().packets, 1u);
+  EXPECT_EQ(backend_totals().bytes, fits.size());
 }
 
 TEST_F(PipelineTest, TooBigWithoutDfIsFragmentedInsideTheTunnel) {
