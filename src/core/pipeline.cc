@@ -285,7 +285,9 @@ void Worker::ToVip(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash,
   if (e != nullptr) backend = vip.Resolve(e->backend_id, e->backend_hint);
 
   if (p.is_icmp_error) {
-    // About a flow: follow it without creating or refreshing state.
+    // About a flow: follow it without creating or refreshing state. With
+    // several workers RSS may have brought it to one that does not track the
+    // flow: then the table decides (packet.h, "ICMP errors", limitation).
     if (backend == VipState::kNoBackend) {
       if (vip.table->empty()) return Drop(pkt, DropReason::kNoBackend);
       backend = vip.table->Lookup(FlowHash(p.flow, vip.hash_seed));
