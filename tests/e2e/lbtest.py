@@ -38,6 +38,7 @@ UDP_PORT = 7777
 # directories testing at once) would tear each other's down. They take turns.
 LOCK_PATH = "/run/mlb-testbed.lock"
 LOCK_WAIT_S = 240
+DPDK_RUN_DIR = "/var/run/dpdk"
 
 
 class TestFailure(Exception):
@@ -244,6 +245,10 @@ class Testbed:
         if hasattr(self, "log_file"):
             self.log_file.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
+        # EAL's runtime directory (config, telemetry socket, ~3 MB of tmpfs)
+        # outlives the process; maglb is stopped by now, so it is ours to remove.
+        if self.proc is None:
+            shutil.rmtree(os.path.join(DPDK_RUN_DIR, self.prefix), ignore_errors=True)
         self.lock.close()  # releases the flock
 
     def __exit__(self, exc_type, exc, tb):
