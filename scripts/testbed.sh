@@ -19,7 +19,11 @@
 #
 # usage: scripts/testbed.sh up|down|status
 # Environment: BUILD_DIR (where maglb-decap was built; default build),
-#              MLB_STATE (state directory; default /run/mlb-testbed).
+#              MLB_STATE (state directory; default /run/mlb-testbed),
+#              MLB_TESTBED_LOCK_FD (a descriptor on which the caller already
+#              holds the lock, as the e2e harness does).
+# up and down take /run/mlb-testbed.lock, the lock the e2e harness holds for
+# a whole run, so that a manual up/down waits instead of tearing a run down.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -85,7 +89,9 @@ veth() {
 
 start_bg() {  # NAME NS CMD...: runs CMD in NS in the background, pid in $STATE/NAME.pid
   local name=$1 ns=$2; shift 2
-  ip netns exec "$ns" setsid "$@" >"$STATE/$name.log" 2>&1 </dev/null &
+  # Without the lock's descriptor: a server holding it would outlive `up` and
+  # make the next `down` wait for a lock that nobody releases.
+  ip netns exec "$ns" setsid "$@" >"$STATE/$name.log" 2>&1 </dev/null {LOCK_FD}>&- &
   echo $! >"$STATE/$name.pid"
 }
 
@@ -210,9 +216,26 @@ status() {
   return $rc
 }
 
+LOCK=/run/mlb-testbed.lock
+LOCK_WAIT_S=300
+# flock(2) locks belong to the open file description: a descriptor inherited
+# from a caller that holds the lock locks again at once, anything else waits.
+LOCK_FD=
+lock_testbed() {
+  LOCK_FD=${MLB_TESTBED_LOCK_FD:-}
+  if [ -z "$LOCK_FD" ]; then
+    exec 9>>"$LOCK"
+    LOCK_FD=9
+  fi
+  if ! flock -n "$LOCK_FD"; then
+    echo "testbed: $LOCK is held (an e2e run in progress?); waiting up to ${LOCK_WAIT_S}s" >&2
+    flock -w "$LOCK_WAIT_S" "$LOCK_FD" || { echo "testbed: $LOCK still held, gave up" >&2; exit 1; }
+  fi
+}
+
 case "${1:-}" in
-  up) up ;;
-  down) down; log "down" ;;
+  up) lock_testbed; up ;;
+  down) lock_testbed; down; log "down" ;;
   status) status ;;
   *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
 esac

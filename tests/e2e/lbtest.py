@@ -135,8 +135,8 @@ class Testbed:
         with open(self.config_path, "w") as f:
             f.write(self.config)
         try:
-            env = dict(os.environ, BUILD_DIR=BUILD_DIR, MLB_STATE=os.path.join(self.tmp, "state"))
-            r = subprocess.run([TESTBED, "up"], capture_output=True, text=True, timeout=60, env=env)
+            r = subprocess.run([TESTBED, "up"], capture_output=True, text=True, timeout=60,
+                               env=self.testbed_env(), pass_fds=(self.lock.fileno(),))
             if r.returncode != 0:
                 if "Operation not permitted" in r.stderr:
                     print("skipped: cannot create network namespaces here")
@@ -147,6 +147,12 @@ class Testbed:
             self.teardown()
             raise
         return self
+
+    def testbed_env(self):
+        # testbed.sh takes LOCK_PATH itself; on our descriptor (inherited, the
+        # same open file) it finds the lock already ours instead of waiting.
+        return dict(os.environ, BUILD_DIR=BUILD_DIR, MLB_STATE=os.path.join(self.tmp, "state"),
+                    MLB_TESTBED_LOCK_FD=str(self.lock.fileno()))
 
     def start(self):
         # lcore 0 (control) on CPU 0, workers spread over the other CPUs (a
@@ -240,8 +246,8 @@ class Testbed:
                 self.stop()
             except Exception:  # noqa: BLE001 - teardown must go on
                 pass
-        env = dict(os.environ, BUILD_DIR=BUILD_DIR, MLB_STATE=os.path.join(self.tmp, "state"))
-        subprocess.run([TESTBED, "down"], capture_output=True, timeout=60, env=env)
+        subprocess.run([TESTBED, "down"], capture_output=True, timeout=60, env=self.testbed_env(),
+                       pass_fds=(self.lock.fileno(),))
         if hasattr(self, "log_file"):
             self.log_file.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
