@@ -12,6 +12,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -23,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "control/controller.h"
@@ -41,6 +43,7 @@ constexpr int kExitOk = 0;
 constexpr int kExitError = 1;
 constexpr int kExitUsage = 2;
 constexpr unsigned kControlRingSize = 1024;
+constexpr const char* kDefaultEalLogLevel = "--log-level=lib.eal:error";
 
 constexpr const char* kUsage =
     "usage: maglb [EAL arguments] -- --config FILE [--port N] [--backend-port M]\n"
@@ -65,6 +68,81 @@ struct AppArgs {
 int Fail(const std::string& msg, int code = kExitError) {
   std::fprintf(stderr, "maglb: error: %s\n", msg.c_str());
   return code;
+}
+
+// What rte_eal_init printed, held back (see QuietEalInit).
+struct EalOutput {
+  std::vector<std::string> out, err;  // its stdout and stderr lines
+  std::string program;                 // argv[0], which getopt's complaints begin with
+
+  void Replay() const {
+    for (const std::string& l : out) std::fputs(l.c_str(), stdout);
+    for (const std::string& l : err) std::fputs(l.c_str(), stderr);
+    std::fflush(stdout);
+  }
+  // The lines that say what went wrong, one-lined: getopt's complaints and
+  // EAL's log lines, without DPDK's usage text and generic trailers.
+  std::string Reasons(const std::vector<std::string>& only_with = {}) const {
+    std::vector<std::string> reasons;
+    for (const auto* lines : {&err, &out}) {
+      for (std::string l : *lines) {
+        while (!l.empty() && (l.back() == '\n' || l.back() == ' ')) l.pop_back();
+        if (lines == &out && l.rfind("EAL: ", 0) != 0) continue;  // usage text
+        if (l.empty() || l.find("Invalid 'command line' arguments") != std::string::npos) continue;
+        bool wanted = only_with.empty();
+        for (const std::string& w : only_with) wanted |= l.find(w) != std::string::npos;
+        if (!wanted) continue;
+        // "build/maglb: unrecognized option '--x'" -> "unrecognized option '--x'"
+        if (!program.empty() && l.rfind(program + ": ", 0) == 0) l = l.substr(program.size() + 2);
+        if (std::find(reasons.begin(), reasons.end(), l) == reasons.end()) reasons.push_back(l);
+      }
+    }
+    return absl::StrJoin(reasons, "; ");
+  }
+};
+
+std::vector<std::string> ReadLines(FILE* f) {
+  std::vector<std::string> lines;
+  std::rewind(f);
+  char buf[1024];
+  while (std::fgets(buf, sizeof(buf), f) != nullptr) lines.emplace_back(buf);
+  return lines;
+}
+
+// rte_eal_init with its stdout and stderr held back: on a bad argument DPDK
+// prints its whole usage text and each complaint twice, which would bury
+// maglb's one error line. The caller replays them (success) or folds the
+// reasons into its error line.
+int QuietEalInit(int argc, char** argv, EalOutput* output) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  FILE* held_out = std::tmpfile();
+  FILE* held_err = std::tmpfile();
+  int saved_out = dup(STDOUT_FILENO);
+  int saved_err = dup(STDERR_FILENO);
+  if (held_out == nullptr || held_err == nullptr || saved_out < 0 || saved_err < 0 ||
+      dup2(fileno(held_out), STDOUT_FILENO) < 0 || dup2(fileno(held_err), STDERR_FILENO) < 0) {
+    // Cannot hold them back: run it plainly.
+    if (saved_out >= 0) dup2(saved_out, STDOUT_FILENO), close(saved_out);
+    if (saved_err >= 0) dup2(saved_err, STDERR_FILENO), close(saved_err);
+    if (held_out != nullptr) std::fclose(held_out);
+    if (held_err != nullptr) std::fclose(held_err);
+    return rte_eal_init(argc, argv);
+  }
+  int rc = rte_eal_init(argc, argv);
+  const int init_errno = rte_errno;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  dup2(saved_out, STDOUT_FILENO);
+  dup2(saved_err, STDERR_FILENO);
+  close(saved_out);
+  close(saved_err);
+  output->out = ReadLines(held_out);
+  output->err = ReadLines(held_err);
+  std::fclose(held_out);
+  std::fclose(held_err);
+  rte_errno = init_errno;
+  return rc;
 }
 
 // Parses the arguments after "--". Returns an error message or "".
@@ -142,21 +220,38 @@ int Main(int argc, char** argv) {
   int signal_fd = signalfd(-1, &signals, SFD_NONBLOCK | SFD_CLOEXEC);
   if (signal_fd < 0) return Fail(absl::StrFormat("signalfd: %s", std::strerror(errno)));
 
-  int eal_argc = split;
-  int consumed = rte_eal_init(eal_argc, argv);
+  // EAL's own info lines are quiet unless asked for: the default level goes
+  // first, so a --log-level of the user's (parsed later) overrides it.
+  std::vector<char*> eal_argv = {argv[0], const_cast<char*>(kDefaultEalLogLevel)};
+  eal_argv.insert(eal_argv.end(), argv + 1, argv + split);
+  const int eal_argc = static_cast<int>(eal_argv.size());
+  EalOutput eal_output;
+  eal_output.program = argv[0];
+  int consumed = QuietEalInit(eal_argc, eal_argv.data(), &eal_output);
   if (consumed < 0) {
+    std::string reasons = eal_output.Reasons();
     return Fail(absl::StrFormat("EAL initialisation failed: %s (check the EAL arguments before "
                                 "'--'; see maglb --help)",
-                                rte_strerror(rte_errno)));
+                                reasons.empty() ? std::string(rte_strerror(rte_errno)) : reasons));
   }
+  // Held back until the port check below, which may tell the driver's
+  // complaint more plainly.
+  bool eal_output_shown = false;
+  auto show_eal_output = [&] {
+    if (!eal_output_shown) eal_output.Replay();
+    eal_output_shown = true;
+  };
   if (consumed + 1 != eal_argc) {
+    show_eal_output();
     rte_eal_cleanup();
-    return Fail(absl::StrFormat("unexpected EAL argument '%s' before '--'", argv[consumed + 1]));
+    return Fail(
+        absl::StrFormat("unexpected EAL argument '%s' before '--'", eal_argv[consumed + 1]));
   }
   std::vector<unsigned> worker_lcores;
   unsigned lcore;
   RTE_LCORE_FOREACH_WORKER(lcore) { worker_lcores.push_back(lcore); }
   if (worker_lcores.empty()) {
+    show_eal_output();
     rte_eal_cleanup();
     return Fail(absl::StrFormat("too few lcores: %u given, maglb needs the main lcore for control "
                                 "plus at least one worker lcore (e.g. -l 0,1)",
@@ -164,9 +259,11 @@ int Main(int argc, char** argv) {
   }
   if (rte_eth_dev_count_avail() == 0) {
     rte_eal_cleanup();
+    show_eal_output();
     return Fail("no DPDK port: bind a NIC to DPDK or give a virtual device, e.g. "
                 "--vdev=net_af_packet0,iface=eth0");
   }
+  show_eal_output();
   const bool two_arm = args.backend_port >= 0 && args.backend_port != args.port;
   for (int p : {static_cast<int>(args.port), two_arm ? args.backend_port : -1}) {
     if (p >= 0 && !rte_eth_dev_is_valid_port(static_cast<uint16_t>(p))) {
