@@ -70,6 +70,21 @@ int Fail(const std::string& msg, int code = kExitError) {
   return code;
 }
 
+// The --vdev values among EAL arguments ("--vdev=X" or "--vdev X"), to name
+// them when none probes.
+std::vector<std::string> VdevArguments(int argc, char** argv) {
+  std::vector<std::string> out;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a.rfind("--vdev=", 0) == 0) {
+      out.emplace_back(a);
+    } else if (a == "--vdev" && i + 1 < argc) {
+      out.push_back(absl::StrCat("--vdev=", argv[++i]));
+    }
+  }
+  return out;
+}
+
 // What rte_eal_init printed, held back (see QuietEalInit).
 struct EalOutput {
   std::vector<std::string> out, err;  // its stdout and stderr lines
@@ -225,6 +240,7 @@ int Main(int argc, char** argv) {
   std::vector<char*> eal_argv = {argv[0], const_cast<char*>(kDefaultEalLogLevel)};
   eal_argv.insert(eal_argv.end(), argv + 1, argv + split);
   const int eal_argc = static_cast<int>(eal_argv.size());
+  std::vector<std::string> vdevs = VdevArguments(eal_argc, eal_argv.data());
   EalOutput eal_output;
   eal_output.program = argv[0];
   int consumed = QuietEalInit(eal_argc, eal_argv.data(), &eal_output);
@@ -259,6 +275,17 @@ int Main(int argc, char** argv) {
   }
   if (rte_eth_dev_count_avail() == 0) {
     rte_eal_cleanup();
+    if (!vdevs.empty()) {
+      // The driver's own lines name the device ("net_af_packet0: ioctl ...").
+      std::vector<std::string> devices;
+      for (const std::string& v : vdevs) devices.push_back(v.substr(7, v.find(',') - 7));
+      std::string reasons = eal_output.Reasons(devices);
+      return Fail(absl::StrFormat(
+          "no DPDK port: the virtual device%s %s failed to probe%s%s (does the interface exist "
+          "in this network namespace?)",
+          vdevs.size() == 1 ? "" : "s", absl::StrJoin(vdevs, ", "), reasons.empty() ? "" : ": ",
+          reasons));
+    }
     show_eal_output();
     return Fail("no DPDK port: bind a NIC to DPDK or give a virtual device, e.g. "
                 "--vdev=net_af_packet0,iface=eth0");
