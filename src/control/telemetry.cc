@@ -3,7 +3,9 @@
 #include <rte_telemetry.h>
 
 #include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_format.h"
 
@@ -14,6 +16,26 @@ namespace {
 // Telemetry callbacks take no user pointer; this is the one they read. Null
 // once the daemon is shutting down (the commands then answer null).
 std::atomic<Controller*> g_controller{nullptr};
+// Callbacks between taking the pointer and their last use of it.
+std::atomic<int> g_in_flight{0};
+
+// A callback's hold on the controller. Counted before the pointer is read
+// (both seq_cst), so UnregisterTelemetry either sees the count or the
+// callback sees null.
+class ControllerRef {
+ public:
+  ControllerRef() {
+    g_in_flight.fetch_add(1);
+    controller_ = g_controller.load();
+  }
+  ~ControllerRef() { g_in_flight.fetch_sub(1); }
+  ControllerRef(const ControllerRef&) = delete;
+  ControllerRef& operator=(const ControllerRef&) = delete;
+  Controller* get() const { return controller_; }
+
+ private:
+  Controller* controller_;
+};
 
 std::string Hex(uint64_t v) { return absl::StrFormat("%016x", v); }
 
@@ -23,7 +45,8 @@ void AddString(rte_tel_data* d, const char* name, const std::string& s) {
 }
 
 int CmdStats(const char*, const char*, rte_tel_data* d) {
-  Controller* controller = g_controller.load();
+  ControllerRef ref;  // shutdown waits for it
+  Controller* controller = ref.get();
   if (controller == nullptr) return -1;
   rte_tel_data_start_dict(d);
   controller->WithView([&](const LbState& state, const CounterTotals& t, const ControlStats& cs,
@@ -90,7 +113,8 @@ int CmdStats(const char*, const char*, rte_tel_data* d) {
 }
 
 int CmdVips(const char*, const char*, rte_tel_data* d) {
-  Controller* controller = g_controller.load();
+  ControllerRef ref;  // shutdown waits for it
+  Controller* controller = ref.get();
   if (controller == nullptr) return -1;
   rte_tel_data_start_dict(d);
   controller->WithView([&](const LbState& state, const CounterTotals&, const ControlStats&,
@@ -111,7 +135,8 @@ int CmdVips(const char*, const char*, rte_tel_data* d) {
 }
 
 int CmdVip(const char*, const char* params, rte_tel_data* d) {
-  Controller* controller = g_controller.load();
+  ControllerRef ref;  // shutdown waits for it
+  Controller* controller = ref.get();
   if (params == nullptr || *params == '\0' || controller == nullptr) return -1;
   std::string wanted = params;
   int rc = -1;
@@ -180,7 +205,12 @@ int CmdVip(const char*, const char* params, rte_tel_data* d) {
 
 }  // namespace
 
-void UnregisterTelemetry() { g_controller.store(nullptr); }
+void UnregisterTelemetry() {
+  g_controller.store(nullptr);
+  // A callback that took the pointer just before may still be reading the
+  // controller's state; what it reads is freed once we return.
+  while (g_in_flight.load() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
 
 void RegisterTelemetry(Controller* controller) {
   g_controller.store(controller);

@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -419,7 +420,12 @@ int Main(int argc, char** argv) {
   ShutDownPort(*port);
   if (backend_port) ShutDownPort(*backend_port);
   LogLine(absl::StrFormat("stopped on %s: %u packets received, %u sent", why, rx, tx));
-  workers.clear();
+  {
+    // UnregisterTelemetry waited for callbacks in flight; the mutex keeps any
+    // reader of the snapshot (WithView holds it) off what is freed here.
+    std::lock_guard<std::mutex> lock((*publisher)->mutex());
+    workers.clear();
+  }
   publisher->reset();
   rte_ring_free(to_control);
   rte_ring_free(from_control);
