@@ -1,38 +1,56 @@
 #include "config_watch.h"  // bare: the unit test compiles this file without -Isrc
 
+#include <limits.h>
 #include <sys/inotify.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
 
 namespace maglb {
 
-absl::StatusOr<ConfigWatch> ConfigWatch::Create(const std::string& path) {
-  std::string dir = ".", name = path;
+namespace {
+
+constexpr uint32_t kFileEvents = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MODIFY;
+
+// "dir/name" -> {"dir", "name"}; "name" -> {".", "name"}.
+std::pair<std::string, std::string> SplitPath(const std::string& path) {
   size_t slash = path.rfind('/');
-  if (slash != std::string::npos) {
-    dir = slash == 0 ? "/" : path.substr(0, slash);
-    name = path.substr(slash + 1);
-  }
+  if (slash == std::string::npos) return {".", path};
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+
+}  // namespace
+
+absl::StatusOr<ConfigWatch> ConfigWatch::Create(const std::string& path) {
+  auto [dir, name] = SplitPath(path);
   int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (fd < 0) {
     return absl::InternalError(absl::StrFormat("inotify_init1: %s", std::strerror(errno)));
   }
-  if (inotify_add_watch(fd, dir.c_str(),
-                        IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MODIFY) < 0) {
+  int wd = inotify_add_watch(fd, dir.c_str(), kFileEvents);
+  if (wd < 0) {
     int err = errno;
     close(fd);
     return absl::InternalError(
         absl::StrFormat("cannot watch %s for config changes: %s", dir, std::strerror(err)));
   }
-  return ConfigWatch(fd, name);
+  ConfigWatch w(fd, wd, path, name);
+  w.Resolve();
+  return w;
 }
 
 ConfigWatch::ConfigWatch(ConfigWatch&& other) noexcept
-    : fd_(other.fd_), file_name_(std::move(other.file_name_)) {
+    : fd_(other.fd_),
+      dir_wd_(other.dir_wd_),
+      target_wd_(other.target_wd_),
+      path_(std::move(other.path_)),
+      file_name_(std::move(other.file_name_)),
+      target_(std::move(other.target_)),
+      target_name_(std::move(other.target_name_)) {
   other.fd_ = -1;
 }
 
@@ -40,18 +58,50 @@ ConfigWatch::~ConfigWatch() {
   if (fd_ >= 0) close(fd_);
 }
 
+bool ConfigWatch::Resolve() {
+  char buf[PATH_MAX];
+  std::string target = realpath(path_.c_str(), buf) != nullptr ? std::string(buf) : "";
+  if (target == target_) return false;
+  target_ = target;
+  if (target_wd_ >= 0) {
+    inotify_rm_watch(fd_, target_wd_);  // fails harmlessly if the directory is gone
+    target_wd_ = -1;
+  }
+  target_name_.clear();
+  if (!target_.empty()) {
+    auto [dir, name] = SplitPath(target_);
+    target_name_ = name;
+    int wd = inotify_add_watch(fd_, dir.c_str(), kFileEvents);
+    // The same directory as the path's (no symlink) gives the same watch:
+    // that one is not ours to remove.
+    if (wd >= 0 && wd != dir_wd_) target_wd_ = wd;
+  }
+  return true;
+}
+
 bool ConfigWatch::ConsumeEvents() {
   alignas(inotify_event) char buf[8192];
   bool relevant = false;
+  bool any = false;
   while (true) {
     ssize_t n = read(fd_, buf, sizeof(buf));
     if (n <= 0) break;
+    any = true;
     for (ssize_t off = 0; off < n;) {
       const auto* ev = reinterpret_cast<const inotify_event*>(buf + off);
-      if (ev->len > 0 && file_name_ == ev->name) relevant = true;
+      if (ev->mask & IN_Q_OVERFLOW) relevant = true;  // events lost: cannot tell
+      if (ev->len > 0) {
+        if (ev->wd == dir_wd_ && file_name_ == ev->name) relevant = true;
+        if (ev->wd >= 0 && ev->wd == (target_wd_ >= 0 ? target_wd_ : dir_wd_) &&
+            target_name_ == ev->name) {
+          relevant = true;
+        }
+      }
       off += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
     }
   }
+  // A symlink along the way may have been swapped (..data renamed over).
+  if (any && Resolve()) relevant = true;
   return relevant;
 }
 

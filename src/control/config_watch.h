@@ -1,6 +1,9 @@
 // Watches the config file for changes with inotify. The directory is watched,
 // not the file: editors and `mv new.toml config.toml` replace the file (a new
-// inode), which a watch on the file itself would miss.
+// inode), which a watch on the file itself would miss. Where the path is a
+// symlink (a Kubernetes ConfigMap: maglb.toml -> ..data/maglb.toml, with
+// ..data swapped to a new directory on update), the resolved target's
+// directory is watched too, and the target is resolved again after events.
 #ifndef MAGLB_CONTROL_CONFIG_WATCH_H_
 #define MAGLB_CONTROL_CONFIG_WATCH_H_
 
@@ -20,13 +23,25 @@ class ConfigWatch {
   /// A descriptor that becomes readable when something in the directory changed.
   int fd() const { return fd_; }
   /// Reads the pending events; true if one concerns the config file (written
-  /// and closed, moved or created in place, or deleted).
+  /// and closed, moved or created in place, or deleted, at the path or at
+  /// its resolved target), if the path now resolves to another file, or if
+  /// the kernel's event queue overflowed (events were lost: reload to be sure).
   bool ConsumeEvents();
 
  private:
-  ConfigWatch(int fd, std::string file_name) : fd_(fd), file_name_(std::move(file_name)) {}
+  ConfigWatch(int fd, int dir_wd, std::string path, std::string file_name)
+      : fd_(fd), dir_wd_(dir_wd), path_(std::move(path)), file_name_(std::move(file_name)) {}
+  // Resolves path_ and moves the target directory's watch there; true if the
+  // resolved file changed.
+  bool Resolve();
+
   int fd_ = -1;
+  int dir_wd_ = -1;     // the directory holding path_
+  int target_wd_ = -1;  // the resolved target's directory, when it is another one
+  std::string path_;
   std::string file_name_;
+  std::string target_;       // path_ resolved ("" if it does not resolve)
+  std::string target_name_;  // its last component
 };
 
 }  // namespace maglb

@@ -228,6 +228,68 @@ TEST_F(ConfigWatchTest, SeesInPlaceWritesAndRenamesOfTheFileOnly) {
   EXPECT_TRUE(w->ConsumeEvents());
 }
 
+// A Kubernetes ConfigMap volume: maglb.toml -> ..data/maglb.toml, ..data ->
+// ..v1; an update writes ..v2 and renames a new symlink over ..data. No event
+// names maglb.toml in the watched directory, yet the file changed.
+TEST_F(ConfigWatchTest, SeesASymlinkSwapAndWritesAtTheTarget) {
+  namespace fs = std::filesystem;
+  fs::create_directory(dir_ + "/..v1");
+  Write(dir_ + "/..v1/maglb.toml", "v1");
+  fs::create_directory_symlink("..v1", dir_ + "/..data");
+  fs::remove(path_);
+  fs::create_symlink("..data/maglb.toml", path_);
+  absl::StatusOr<ConfigWatch> w = ConfigWatch::Create(path_);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_FALSE(w->ConsumeEvents());
+  Write(dir_ + "/..v1/other.toml", "x");
+  EXPECT_FALSE(w->ConsumeEvents());
+  Write(dir_ + "/..v1/maglb.toml", "v1b");  // in place, at the target
+  EXPECT_TRUE(w->ConsumeEvents());
+
+  fs::create_directory(dir_ + "/..v2");
+  Write(dir_ + "/..v2/maglb.toml", "v2");
+  EXPECT_FALSE(w->ConsumeEvents());  // not yet what the path resolves to
+  fs::create_directory_symlink("..v2", dir_ + "/..data_tmp");
+  fs::rename(dir_ + "/..data_tmp", dir_ + "/..data");
+  EXPECT_TRUE(w->ConsumeEvents());
+  fs::remove_all(dir_ + "/..v1");
+  w->ConsumeEvents();  // the old target's deletion: either answer is fine
+  Write(dir_ + "/..v2/other.toml", "x");
+  EXPECT_FALSE(w->ConsumeEvents());
+  Write(dir_ + "/..v2/maglb.toml", "v2b");  // the new target is watched
+  EXPECT_TRUE(w->ConsumeEvents());
+  std::ifstream in(path_);
+  std::string text;
+  in >> text;
+  EXPECT_EQ(text, "v2b");
+}
+
+// When the kernel's queue overflows, events (perhaps the config file's) were
+// dropped: the watch must answer "reload".
+TEST_F(ConfigWatchTest, QueueOverflowMeansReload) {
+  long max_events = 16384;
+  if (std::FILE* f = std::fopen("/proc/sys/fs/inotify/max_queued_events", "r")) {
+    if (std::fscanf(f, "%ld", &max_events) != 1) max_events = 16384;
+    std::fclose(f);
+  }
+  if (max_events > 200000) GTEST_SKIP() << "max_queued_events " << max_events << " too large";
+  absl::StatusOr<ConfigWatch> w = ConfigWatch::Create(path_);
+  ASSERT_TRUE(w.ok()) << w.status();
+  // Modifications of two other files, alternating (the kernel merges
+  // identical consecutive events): more than the queue holds.
+  int a = open((dir_ + "/a.toml").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  int b = open((dir_ + "/b.toml").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(a, 0);
+  ASSERT_GE(b, 0);
+  for (long i = 0; i < max_events + 100; ++i) {
+    ASSERT_EQ(write(i % 2 == 0 ? a : b, "x", 1), 1);
+  }
+  close(a);
+  close(b);
+  EXPECT_TRUE(w->ConsumeEvents());
+  EXPECT_FALSE(w->ConsumeEvents());
+}
+
 TEST(ConfigWatch, ReportsAMissingDirectory) {
   absl::StatusOr<ConfigWatch> w = ConfigWatch::Create("/nonexistent-maglb-dir/maglb.toml");
   ASSERT_FALSE(w.ok());
