@@ -110,7 +110,9 @@ class Bursts {
 
 struct Fixture {
   Fixture() {
-    state = *BuildLbState(BenchConfig(), nullptr);
+    LbStateOptions opts;
+    opts.port_mac = *MacAddress::Parse("02:00:00:00:00:01");  // the frames' destination: checked
+    state = *BuildLbState(BenchConfig(), nullptr, opts);
     ConntrackConfig ct;
     ct.capacity = kTrackedFlows;
     worker = std::make_unique<Worker>(ct);

@@ -108,6 +108,7 @@ inline constexpr int kMaxIpv6ExtHeaders = 8;
 /// drop can lack a name. Names are stable: they are exported as counters.
 #define MAGLB_FOREACH_DROP_REASON(X)                                                    \
   X(kTooShort, "too_short")                       /* frame ends inside a header */      \
+  X(kNotOurMac, "not_our_mac")                   /* unicast to another MAC (flooded) */ \
   X(kBadEtherType, "bad_ethertype")               /* not IPv4, IPv6 or ARP */           \
   X(kTooManyVlans, "too_many_vlans")              /* more than two VLAN tags */         \
   X(kBadIpVersion, "bad_ip_version")              /* version nibble != ethertype */     \
@@ -268,8 +269,18 @@ class VipMatcher {
 
 /// Parses `frame` and decides what to do with it. `*out` is fully rewritten.
 /// Reads only within `frame`; never writes it.
+///
+/// `port_mac`, when given, is the MAC of the port the frame came in on. The
+/// port is promiscuous, and a switch floods unknown unicast to every port of
+/// the segment, so a frame addressed to another host (another LB instance
+/// included) would otherwise be forwarded here too: duplicated. Such frames
+/// (destination unicast and not `*port_mac`) are dropped as kNotOurMac.
+/// Broadcast and multicast destinations pass (ARP requests, neighbour
+/// solicitations to solicited-node groups). Null: no check (callers that
+/// classify frames already accepted, and tests of the layers above).
 Verdict Classify(std::span<const uint8_t> frame, const VipMatcher& vips,
-                 const LocalAddresses& local, ParsedPacket* out);
+                 const LocalAddresses& local, ParsedPacket* out,
+                 const MacAddress* port_mac = nullptr);
 
 }  // namespace maglb
 

@@ -394,7 +394,7 @@ bool VipMatcher::IsVipAddress(const uint8_t* addr, bool is_v6) const {
 // ------------------------------------------------------------------ Classify
 
 Verdict Classify(std::span<const uint8_t> frame, const VipMatcher& vips,
-                 const LocalAddresses& local, ParsedPacket* out) {
+                 const LocalAddresses& local, ParsedPacket* out, const MacAddress* port_mac) {
   *out = ParsedPacket{};
   ParsedPacket& p = *out;
   const uint8_t* d = frame.data();
@@ -402,6 +402,12 @@ Verdict Classify(std::span<const uint8_t> frame, const VipMatcher& vips,
   // offset in ParsedPacket's 16 bits.
   const size_t n = std::min<size_t>(frame.size(), 0xFFFF);
   if (n < kEthernetHeaderLen) return Verdict::Drop(DropReason::kTooShort);
+  // The I/G bit (first byte, bit 0) marks broadcast and multicast: those
+  // pass; a unicast destination must be ours (see Classify in packet.h).
+  if (port_mac != nullptr && (d[0] & 1) == 0 &&
+      std::memcmp(d, port_mac->bytes.data(), port_mac->bytes.size()) != 0) {
+    return Verdict::Drop(DropReason::kNotOurMac);
+  }
 
   size_t off = 12;
   uint16_t ethertype = Load16(d + off);

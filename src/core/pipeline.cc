@@ -396,12 +396,18 @@ uint16_t Worker::BoundedLoadChoice(const VipState& vip, uint64_t flow_hash, uint
 void Worker::ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns) {
   WorkerCounters& c = *counters_;
   // 1. Classify; hash and prefetch the conntrack buckets of VIP traffic.
+  // Frames to another unicast MAC are dropped (promiscuous port, flooded
+  // segment). One MAC serves both arms: two-arm, the backend port takes the
+  // front port's MAC (daemon/main.cc). An all-zero port MAC means none was
+  // given (LbStateOptions' default, library tests): nothing to compare with.
+  const MacAddress& our_mac = state.encap().src_mac;
+  const MacAddress* port_mac = our_mac == MacAddress{} ? nullptr : &our_mac;
   uint64_t rx_bytes = 0;
   for (size_t i = 0; i < n; ++i) {
     PacketRef& pkt = pkts[i];
     rx_bytes += pkt.len;
     pkt.extra_count = 0;
-    verdict_[i] = Classify({pkt.data, pkt.len}, state.matcher(), state.local(), &parsed_[i]);
+    verdict_[i] = Classify({pkt.data, pkt.len}, state.matcher(), state.local(), &parsed_[i], port_mac);
   }
   // Hash in a second pass: hashing a key right after the parser wrote it
   // piecewise stalls on store-to-load forwarding.

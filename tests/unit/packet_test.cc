@@ -68,7 +68,7 @@ class ClassifyTest : public ::testing::Test {
   Verdict Run(const Bytes& frame) {
     // An exact-size copy, so that ASan sees any read past the end.
     std::vector<uint8_t> copy(frame);
-    return Classify(copy, vips_, local_, &p_);
+    return Classify(copy, vips_, local_, &p_, port_mac_);
   }
 
   void ExpectDrop(const Bytes& frame, DropReason want) {
@@ -93,6 +93,7 @@ class ClassifyTest : public ::testing::Test {
   VipMatcher vips_;
   LocalAddresses local_;
   ParsedPacket p_;
+  const MacAddress* port_mac_ = nullptr;  // Classify's destination MAC check: off unless set
 };
 
 // ------------------------------------------------------------ drop reasons
@@ -376,6 +377,55 @@ TEST_F(ClassifyTest, NeighborDiscovery) {
              DropReason::kBadNd);  // 16 bytes: shorter than a solicitation
 }
 
+// ------------------------------------------------------ destination MAC
+
+TEST_F(ClassifyTest, UnicastToAnotherMacIsDroppedOursBroadcastAndMulticastPass) {
+  const MacAddress ours = Mac("02:00:00:00:00:01");  // Eth{}.dst
+  port_mac_ = &ours;
+  const Ip4 h4{.src = Ip("198.51.100.7"), .dst = Ip("10.0.0.1")};
+  const Ip6 h6{.src = Ip("2001:db8:c::7"), .dst = Ip("2001:db8::1")};
+
+  // Ours: to the VIP, both families, tagged or not.
+  EXPECT_EQ(Run(Frame4(h4, Tcp(1, 80))).action, Action::kToVip);
+  EXPECT_EQ(Run(Frame6(h6, Tcp(1, 443))).action, Action::kToVip);
+  EXPECT_EQ(Run(Frame4(h4, Tcp(1, 80), {.vlans = {7}})).action, Action::kToVip);
+
+  // Flooded unicast for another host or LB instance: a difference in any
+  // byte, the locally administered bit included, and the zero MAC.
+  for (const char* other : {"02:00:00:00:00:02", "02:00:00:00:01:01", "12:00:00:00:00:01",
+                            "00:00:00:00:00:01", "02:00:00:00:00:00", "00:00:00:00:00:00"}) {
+    SCOPED_TRACE(other);
+    ExpectDrop(Frame4(h4, Tcp(1, 80), {.dst = Mac(other)}), DropReason::kNotOurMac);
+    ExpectDrop(Frame6(h6, Tcp(1, 443), {.dst = Mac(other), .vlans = {7}}), DropReason::kNotOurMac);
+    // Even what would be ours at L3: ARP for our address, ping to us.
+    ExpectDrop(Frame({.dst = Mac(other)}, kEtherTypeArp,
+                     testing::Arp(1, Mac("02:00:00:00:00:02"), h4.src, {}, Ip("192.0.2.10"))),
+               DropReason::kNotOurMac);
+  }
+
+  // Broadcast: an ARP request for our address.
+  EXPECT_EQ(Run(Frame({.dst = Mac("ff:ff:ff:ff:ff:ff")}, kEtherTypeArp,
+                      testing::Arp(1, Mac("02:00:00:00:00:02"), h4.src, {}, Ip("192.0.2.10"))))
+                .action,
+            Action::kLocalArp);
+  // IPv6 multicast (33:33 + low 32 bits of the group): a neighbour
+  // solicitation to our solicited-node group.
+  Bytes ns = NeighborSolicit("2001:db8:ff::10");
+  const MacAddress group = Mac("33:33:ff:00:00:10");
+  std::copy(group.bytes.begin(), group.bytes.end(), ns.begin());
+  EXPECT_EQ(Run(ns).action, Action::kLocalNd);
+  // IPv4 multicast (01:00:5e + low 23 bits of the group): passes the MAC
+  // check and is classified by its IP header like any frame.
+  EXPECT_EQ(Run(Frame4(h4, Tcp(1, 80), {.dst = Mac("01:00:5e:00:00:fb")})).action, Action::kToVip);
+  ExpectDrop(Frame4({.src = h4.src, .dst = Ip("224.0.0.251"), .proto = 17}, Udp(5353, 5353),
+                    {.dst = Mac("01:00:5e:00:00:fb")}),
+             DropReason::kNoVip);
+
+  // Without a port MAC (null) nothing is checked.
+  port_mac_ = nullptr;
+  EXPECT_EQ(Run(Frame4(h4, Tcp(1, 80), {.dst = Mac("02:00:00:00:00:02")})).action, Action::kToVip);
+}
+
 // ---------------------------------------------------- every drop reason
 
 TEST_F(ClassifyTest, EveryClassifyDropReason) {
@@ -392,6 +442,10 @@ TEST_F(ClassifyTest, EveryClassifyDropReason) {
   check(Bytes(13, 0), DropReason::kTooShort);
   check(Bytes(syn4.begin(), syn4.begin() + 14 + 19), DropReason::kTooShort);
   check(Frame({}, 0x88CC, Bytes(46, 0)), DropReason::kBadEtherType);  // LLDP
+  const MacAddress ours = Mac("02:00:00:00:00:01");
+  port_mac_ = &ours;
+  check(Frame4(h4, Tcp(1, 80), {.dst = Mac("02:00:00:00:00:03")}), DropReason::kNotOurMac);
+  port_mac_ = nullptr;
   check(Frame({.vlans = {1, 2, 3}}, kEtherTypeIpv4, testing::Ipv4(h4, Tcp(1, 80))), DropReason::kTooManyVlans);
   Bytes f = syn4;
   f[14] = 0x65;  // version 6 in an IPv4 ethertype

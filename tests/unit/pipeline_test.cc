@@ -380,6 +380,38 @@ TEST_F(PipelineTest, DropsAreCountedByReason) {
   EXPECT_EQ(Drops(DropReason::kNoBackend), 1u);
 }
 
+TEST_F(PipelineTest, FramesForAnotherMacAreDroppedAndCounted) {
+  // A switch flooding unknown unicast hands us frames meant for another LB
+  // instance; forwarding them would duplicate that instance's packets.
+  Ip4 h;
+  h.src = Ip("10.0.0.1");
+  h.dst = Ip("198.51.100.80");
+  h.proto = 6;
+  Buf other(testing::Frame4(h, testing::Tcp(1, 80, kTcpSyn), {.dst = Mac("02:00:00:00:00:99")}));
+  Run(other);
+  EXPECT_EQ(other.ref.action, PacketAction::kDrop);
+  EXPECT_EQ(other.ref.reason, DropReason::kNotOurMac);
+  EXPECT_EQ(Drops(DropReason::kNotOurMac), 1u);
+  EXPECT_EQ(worker_.conntrack().occupied(), 0u);  // not tracked either
+
+  // The same flow to our MAC, and a broadcast ARP request for our address, pass.
+  Buf ours(testing::Frame4(h, testing::Tcp(1, 80, kTcpSyn)));
+  Run(ours);
+  EXPECT_EQ(ours.ref.action, PacketAction::kTransmit);
+  Buf arp(testing::Frame({.dst = Mac("ff:ff:ff:ff:ff:ff")}, kEtherTypeArp,
+                         testing::Arp(1, Mac("02:00:00:00:00:02"), Ip("192.0.2.1"), MacAddress{},
+                                      Ip("192.0.2.10"))));
+  Run(arp);
+  EXPECT_EQ(arp.ref.action, PacketAction::kReply);
+  EXPECT_EQ(Drops(DropReason::kNotOurMac), 1u);
+
+  // A state built without a port MAC (all zero) has nothing to compare with.
+  state_ = *BuildLbState(BaseConfig(), nullptr);
+  Buf unchecked(testing::Frame4(h, testing::Tcp(2, 80, kTcpSyn), {.dst = Mac("02:00:00:00:00:99")}));
+  Run(unchecked);
+  EXPECT_EQ(unchecked.ref.action, PacketAction::kTransmit);
+}
+
 TEST_F(PipelineTest, UnresolvedNextHopIsDroppedNotSentToAZeroMac) {
   Config c = BaseConfig();
   c.neighbors.clear();  // no gateway MAC, no DSR backend MAC
