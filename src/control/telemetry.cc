@@ -39,6 +39,17 @@ class ControllerRef {
 
 std::string Hex(uint64_t v) { return absl::StrFormat("%016x", v); }
 
+// DPDK's reply buffer is 16 KB (MAX_OUTPUT_LEN, not exported); what does not
+// fit is left out without a word. A /maglb/vip page keeps its backend arrays
+// within this, leaving the rest for the VIP's own fields and the keys.
+constexpr size_t kVipBackendBudget = 16 * 1024 - 2048;
+
+size_t Digits(uint64_t v) {
+  size_t n = 1;
+  while (v >= 10) v /= 10, ++n;
+  return n;
+}
+
 void AddString(rte_tel_data* d, const char* name, const std::string& s) {
   // Telemetry strings are limited to RTE_TEL_MAX_STRING_LEN (with the NUL).
   rte_tel_data_add_dict_string(d, name, s.substr(0, RTE_TEL_MAX_STRING_LEN - 1).c_str());
@@ -139,10 +150,23 @@ int CmdVip(const char*, const char* params, rte_tel_data* d) {
   Controller* controller = ref.get();
   if (params == nullptr || *params == '\0' || controller == nullptr) return -1;
   std::string wanted = params;
+  size_t offset = 0;
   int rc = -1;
   rte_tel_data_start_dict(d);
   controller->WithView([&](const LbState& state, const CounterTotals& t, const ControlStats&,
                              const ControllerOptions&) {
+    // "NAME" or "NAME,OFFSET"; a name that itself ends in ",digits" is
+    // matched whole first.
+    bool whole = false;
+    for (const VipState& v : state.vips()) whole |= v.name == wanted;
+    if (size_t comma = wanted.rfind(','); !whole && comma != std::string::npos &&
+                                          comma + 1 < wanted.size() &&
+                                          wanted.find_first_not_of("0123456789", comma + 1) ==
+                                              std::string::npos &&
+                                          wanted.size() - comma - 1 <= 9) {
+      offset = std::stoul(wanted.substr(comma + 1));
+      wanted.resize(comma);
+    }
     for (size_t i = 0; i < state.vips().size(); ++i) {
       const VipState& v = state.vips()[i];
       if (v.name != wanted) continue;
@@ -177,18 +201,33 @@ int CmdVip(const char*, const char* params, rte_tel_data* d) {
       for (rte_tel_data* a : {weights, slots, pkts, bytes, flows, nh}) {
         rte_tel_data_start_array(a, RTE_TEL_U64_VAL);
       }
-      for (size_t b = 0; b < v.backends.size() && b < RTE_TEL_MAX_ARRAY_ENTRIES; ++b) {
+      // One page of backends, from `offset`: as many as fit DPDK's array
+      // limit and, by their printed length, its reply limit (beyond either
+      // DPDK silently drops entries or whole arrays).
+      size_t used = 0, count = 0;
+      for (size_t b = offset; b < v.backends.size() && count < RTE_TEL_MAX_ARRAY_ENTRIES; ++b) {
         const BackendState& bs = v.backends[b];
-        rte_tel_data_add_array_string(names, bs.name.c_str());
-        rte_tel_data_add_array_string(addrs, bs.target.backend.ToString().c_str());
-        rte_tel_data_add_array_u64(weights, bs.weight);
-        rte_tel_data_add_array_u64(slots, b < entries.size() ? entries[b] : 0);
         const CounterTotals::Flow& f = c.backends[b].counters;
+        const std::string address = bs.target.backend.ToString();
+        const uint64_t slot = b < entries.size() ? entries[b] : 0;
+        size_t cost = bs.name.size() + 3 + address.size() + 3;
+        for (uint64_t x : {uint64_t{bs.weight}, slot, f.packets, f.bytes, f.new_flows, uint64_t{1}}) {
+          cost += Digits(x) + 2;
+        }
+        if (count > 0 && used + cost > kVipBackendBudget) break;
+        used += cost;
+        ++count;
+        rte_tel_data_add_array_string(names, bs.name.c_str());
+        rte_tel_data_add_array_string(addrs, address.c_str());
+        rte_tel_data_add_array_u64(weights, bs.weight);
+        rte_tel_data_add_array_u64(slots, slot);
         rte_tel_data_add_array_u64(pkts, f.packets);
         rte_tel_data_add_array_u64(bytes, f.bytes);
         rte_tel_data_add_array_u64(flows, f.new_flows);
         rte_tel_data_add_array_u64(nh, bs.next_hop_known ? 1 : 0);
       }
+      rte_tel_data_add_dict_u64(d, "backend_total", v.backends.size());
+      rte_tel_data_add_dict_u64(d, "backend_offset", offset);
       rte_tel_data_add_dict_container(d, "backend_names", names, 0);
       rte_tel_data_add_dict_container(d, "backend_addresses", addrs, 0);
       rte_tel_data_add_dict_container(d, "backend_weights", weights, 0);
@@ -219,7 +258,8 @@ void RegisterTelemetry(Controller* controller) {
   rte_telemetry_register_cmd("/maglb/vips", CmdVips,
                              "maglb VIP names and table fingerprints, with the config generation");
   rte_telemetry_register_cmd("/maglb/vip", CmdVip,
-                             "One maglb VIP and its backends' counters. Parameters: VIP name");
+                             "One maglb VIP and a page of its backends' counters (backend_offset, "
+                             "backend_total). Parameters: VIP name[,first backend]");
 }
 
 }  // namespace maglb

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
@@ -32,7 +33,7 @@ struct Json {
   enum Type { kNull, kBool, kNumber, kString, kArray, kObject } type = kNull;
   double number = 0;
   bool boolean = false;
-  std::string str;
+  std::string str;  // a string's value; a number's text, exact when printed again
   std::vector<Json> items;
   std::vector<std::pair<std::string, Json>> fields;  // in order
 
@@ -141,7 +142,8 @@ class JsonParser {
     while (i_ < s_.size() && (std::strchr("+-0123456789.eE", s_[i_]) != nullptr)) ++i_;
     if (i_ == start) return false;
     out->type = Json::kNumber;
-    out->number = std::strtod(std::string(s_.substr(start, i_ - start)).c_str(), nullptr);
+    out->str = std::string(s_.substr(start, i_ - start));
+    out->number = std::strtod(out->str.c_str(), nullptr);
     return true;
   }
   std::string_view s_;
@@ -205,6 +207,122 @@ class TelemetryClient {
 
 std::string Num(uint64_t v) { return absl::StrFormat("%u", v); }
 
+void AppendQuoted(const std::string& s, std::string* out) {
+  out->push_back('"');
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out->push_back('\\');
+      out->push_back(c);
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      absl::StrAppend(out, absl::StrFormat("\\u%04x", c));
+    } else {
+      out->push_back(c);
+    }
+  }
+  out->push_back('"');
+}
+
+// Prints a value back as JSON (a VIP's pages, merged, are no one reply's text).
+void AppendJson(const Json& j, std::string* out) {
+  switch (j.type) {
+    case Json::kNull: *out += "null"; break;
+    case Json::kBool: *out += j.boolean ? "true" : "false"; break;
+    case Json::kNumber: *out += j.str; break;
+    case Json::kString: AppendQuoted(j.str, out); break;
+    case Json::kArray:
+      out->push_back('[');
+      for (size_t i = 0; i < j.items.size(); ++i) {
+        if (i > 0) out->push_back(',');
+        AppendJson(j.items[i], out);
+      }
+      out->push_back(']');
+      break;
+    case Json::kObject:
+      out->push_back('{');
+      for (size_t i = 0; i < j.fields.size(); ++i) {
+        if (i > 0) *out += ", ";
+        AppendQuoted(j.fields[i].first, out);
+        *out += ": ";
+        AppendJson(j.fields[i].second, out);
+      }
+      out->push_back('}');
+      break;
+  }
+}
+
+// The per-backend arrays of /maglb/vip, in the order the table prints them.
+constexpr const char* kBackendArrays[] = {
+    "backend_names",   "backend_addresses", "backend_weights",   "backend_table_entries",
+    "backend_packets", "backend_bytes",     "backend_new_flows", "backend_next_hop_resolved"};
+constexpr int kPageAttempts = 3;
+
+// One VIP with all its backends: /maglb/vip answers a page at a time
+// (DPDK's reply holds 16 KB and an array 512 entries), so the pages are
+// fetched and their arrays joined. A reload between pages (generation or
+// fingerprint changed) starts over. Returns a null Json if the VIP is gone.
+absl::StatusOr<Json> FetchVip(TelemetryClient& client, const std::string& name) {
+  for (int attempt = 0; attempt < kPageAttempts; ++attempt) {
+    absl::StatusOr<Json> first = client.Query("/maglb/vip," + name, nullptr);
+    if (!first.ok() || first->type != Json::kObject) return first;
+    const Json* total = first->Get("backend_total");
+    if (total == nullptr) return first;  // an older maglb: one reply is all there is
+    Json merged = *std::move(first);
+    const Json* names = merged.Get("backend_names");
+    size_t have = names != nullptr ? names->items.size() : 0;
+    bool restart = false;
+    while (have < merged.U64("backend_total")) {
+      absl::StatusOr<Json> page = client.Query(absl::StrFormat("/maglb/vip,%s,%u", name, have),
+                                               nullptr);
+      if (!page.ok()) return page.status();
+      if (page->type != Json::kObject) return Json{};  // removed by a reload meanwhile
+      if (page->U64("generation") != merged.U64("generation") ||
+          page->Str("fingerprint") != merged.Str("fingerprint") ||
+          page->U64("backend_total") != merged.U64("backend_total")) {
+        restart = true;
+        break;
+      }
+      const Json* page_names = page->Get("backend_names");
+      if (page_names == nullptr || page_names->items.empty()) break;  // reported as short
+      for (const char* key : kBackendArrays) {
+        Json* into = nullptr;
+        for (auto& [k, v] : merged.fields) {
+          if (k == key) into = &v;
+        }
+        const Json* from = page->Get(key);
+        if (into == nullptr || from == nullptr) continue;  // reported as missing
+        into->items.insert(into->items.end(), from->items.begin(), from->items.end());
+      }
+      have += page_names->items.size();
+    }
+    if (restart) continue;
+    for (auto& [k, v] : merged.fields) {
+      if (k == "backend_offset") v.str = "0", v.number = 0;
+    }
+    return merged;
+  }
+  return absl::UnavailableError(absl::StrFormat(
+      "vip \"%s\" changed while its backends were read, %d times: reloading fast? try again",
+      name, kPageAttempts));
+}
+
+// What the reply of a VIP lacks for its backend count, in words; "" if none.
+std::string VipGaps(const Json& v) {
+  const Json* names = v.Get("backend_names");
+  const uint64_t want = v.Get("backend_total") != nullptr ? v.U64("backend_total")
+                        : names != nullptr              ? names->items.size()
+                                                        : 0;
+  std::vector<std::string> gaps;
+  for (const char* key : kBackendArrays) {
+    const Json* a = v.Get(key);
+    if (a == nullptr || a->type != Json::kArray) {
+      gaps.push_back(absl::StrFormat("%s missing", key));
+    } else if (a->items.size() < want) {
+      gaps.push_back(absl::StrFormat("%s has %u of %u", key, a->items.size(), want));
+    }
+  }
+  return absl::StrJoin(gaps, ", ");
+}
+
 void PrintTable(const Json& stats, const std::vector<Json>& vips) {
   std::printf("maglb: generation %llu, up %llus, %llu worker(s); port %s\n",
               static_cast<unsigned long long>(stats.U64("generation")),
@@ -260,23 +378,26 @@ void PrintTable(const Json& stats, const std::vector<Json>& vips) {
     }
     std::printf("  %-20s %-28s %7s %8s %12s %14s %10s %9s\n", "backend", "address", "weight",
                 "entries", "packets", "bytes", "new_flows", "next_hop");
-    const Json* names = v.Get("backend_names");
-    if (names == nullptr) continue;
-    auto at = [&](const char* key, size_t i) -> uint64_t {
+    // A value the reply lacks prints as "?", never as a blank or a zero.
+    auto at = [&](const char* key, size_t i) -> std::string {
       const Json* a = v.Get(key);
-      return a != nullptr && i < a->items.size() ? static_cast<uint64_t>(a->items[i].number) : 0;
+      if (a == nullptr || i >= a->items.size()) return "?";
+      const Json& x = a->items[i];
+      return x.type == Json::kString || x.type == Json::kNumber ? x.str : "?";
     };
-    const Json* addrs = v.Get("backend_addresses");
-    for (size_t i = 0; i < names->items.size(); ++i) {
-      std::printf("  %-20s %-28s %7llu %8llu %12llu %14llu %10llu %9s\n",
-                  names->items[i].str.c_str(),
-                  addrs != nullptr && i < addrs->items.size() ? addrs->items[i].str.c_str() : "",
-                  static_cast<unsigned long long>(at("backend_weights", i)),
-                  static_cast<unsigned long long>(at("backend_table_entries", i)),
-                  static_cast<unsigned long long>(at("backend_packets", i)),
-                  static_cast<unsigned long long>(at("backend_bytes", i)),
-                  static_cast<unsigned long long>(at("backend_new_flows", i)),
-                  at("backend_next_hop_resolved", i) ? "resolved" : "PENDING");
+    const Json* names = v.Get("backend_names");
+    size_t rows = names != nullptr ? names->items.size() : 0;
+    if (const Json* total = v.Get("backend_total"); total != nullptr) rows = v.U64("backend_total");
+    for (size_t i = 0; i < rows; ++i) {
+      std::string nh = at("backend_next_hop_resolved", i);
+      std::printf("  %-20s %-28s %7s %8s %12s %14s %10s %9s\n", at("backend_names", i).c_str(),
+                  at("backend_addresses", i).c_str(), at("backend_weights", i).c_str(),
+                  at("backend_table_entries", i).c_str(), at("backend_packets", i).c_str(),
+                  at("backend_bytes", i).c_str(), at("backend_new_flows", i).c_str(),
+                  nh == "?" ? "?" : nh != "0" ? "resolved" : "PENDING");
+    }
+    if (std::string gaps = VipGaps(v); !gaps.empty()) {
+      std::printf("  INCOMPLETE: the reply lacks values (%s); \"?\" marks them\n", gaps.c_str());
     }
   }
 }
@@ -322,17 +443,26 @@ int CmdStats(int argc, char** argv) {
   }
   std::vector<Json> details;
   std::vector<std::string> details_raw;
+  int rc = kExitOk;
   if (const Json* names = vips->Get("names")) {
     for (const Json& n : names->items) {
-      std::string raw;
-      absl::StatusOr<Json> v = client.Query("/maglb/vip," + n.str, &raw);
+      absl::StatusOr<Json> v = FetchVip(client, n.str);
       if (!v.ok()) {
         std::fprintf(stderr, "maglbctl: %s\n", std::string(v.status().message()).c_str());
         return kExitError;
       }
       if (v->type != Json::kObject) continue;  // removed by a reload meanwhile
+      if (std::string gaps = VipGaps(*v); !gaps.empty()) {
+        std::fprintf(stderr, "maglbctl: warning: vip \"%s\": incomplete reply from maglb: %s\n",
+                     n.str.c_str(), gaps.c_str());
+        rc = kExitError;
+      }
+      std::string raw;
+      AppendQuoted(n.str, &raw);
+      raw += ": ";
+      AppendJson(*v, &raw);
+      details_raw.push_back(std::move(raw));
       details.push_back(*std::move(v));
-      details_raw.push_back(absl::StrFormat("\"%s\": %s", n.str, raw));
     }
   }
   if (format == "json") {
@@ -341,7 +471,7 @@ int CmdStats(int argc, char** argv) {
   } else {
     PrintTable(*stats, details);
   }
-  return kExitOk;
+  return rc;
 }
 
 }  // namespace maglb

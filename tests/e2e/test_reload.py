@@ -4,8 +4,14 @@ re-weighting and removing *other* backends byte for byte; a drained backend
 (weight 0) keeps its flow and takes no new ones; a removed backend takes no
 new connections; an invalid edit is refused (file:line logged) while traffic
 goes on, and the corrected file is picked up."""
+import json
+import os
 import re
+import shutil
 import signal
+import socket
+import tempfile
+import threading
 
 import lbtest
 from lbtest import VIP, check, log
@@ -122,6 +128,84 @@ def test():
         tb.wait_for(lambda: tb.generation() == gen + 1, "generation %d after SIGHUP" % (gen + 1), 10)
         check("reload (SIGHUP): generation %d: no VIP changed; 0 tables built" % (gen + 1) in tb.read_log(),
               "SIGHUP reload logged; an unchanged file rebuilds no table")
+
+        # 9. a VIP with 600 backends: more than one telemetry reply holds (an
+        # array takes 512 entries, a reply 16 KB); maglbctl reads every page
+        big = ['[[vip]]', 'name = "web-big"', 'address = "10.100.0.4"', 'protocol = "tcp"',
+               'port = 80', 'forwarding = "gre"', 'table_size = 4099']
+        big_addrs = ["10.1.%d.%d" % (i // 200, 1 + i % 200) for i in range(600)]
+        for i, addr in enumerate(big_addrs):
+            big += ['  [[vip.backend]]', '  name = "big-backend-%03d"' % i, '  address = "%s"' % addr,
+                    '  weight = %d' % (1 + i % 3)]
+        tb.reload(lbtest.config_text(backends, extra="\n".join(big) + "\n"))
+        tb.wait_for(lambda: all(tb.stats()["vips"]["web-big"]["backend_next_hop_resolved"]),
+                    "web-big's next hop (the gateway) resolved", 10)
+        v = tb.stats()["vips"]["web-big"]
+        check(v["backend_total"] == 600 and
+              all(len(v[k]) == 600 for k in ("backend_names", "backend_addresses", "backend_weights",
+                                             "backend_table_entries", "backend_packets", "backend_bytes",
+                                             "backend_new_flows", "backend_next_hop_resolved")),
+              "maglbctl stats --format json: all 8 backend arrays of web-big hold 600 entries")
+        check(v["backend_names"] == ["big-backend-%03d" % i for i in range(600)] and
+              v["backend_addresses"] == big_addrs and
+              v["backend_weights"] == [1 + i % 3 for i in range(600)] and
+              sum(v["backend_table_entries"]) == 4099,
+              "names, addresses and weights in order; table entries sum to 4099")
+        r = lbtest.run([lbtest.MAGLBCTL, "stats", "--prefix", tb.prefix], timeout=10)
+        rows = [x for x in r.stdout.splitlines() if x.startswith("  big-backend-")]
+        check(len(rows) == 600 and all(x.split()[1] == a and x.split()[-1] == "resolved"
+                                       for x, a in zip(rows, big_addrs)) and
+              all("?" not in x for x in rows) and "INCOMPLETE" not in r.stdout and r.stderr == "",
+              "maglbctl stats (table): 600 web-big rows, each with its address and resolved next hop")
+
+    check_incomplete_reply()
+
+
+def check_incomplete_reply():
+    """maglbctl stats against a fake telemetry socket answering as a maglb
+    that cut its reply (DPDK's limits, before paging): it must say so, not
+    print blanks and zeros."""
+    tmp = tempfile.mkdtemp(prefix="mlb-fake-telemetry-")
+    path = os.path.join(tmp, "dpdk_telemetry.v2")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    srv.bind(path)
+    srv.listen(1)
+    vip = {"name": "old", "address": "10.100.0.9", "protocol": "tcp", "port": 80, "fingerprint": "00",
+           "backend_names": ["a", "b", "c"], "backend_addresses": ["10.0.0.1", "10.0.0.2"],
+           "backend_weights": [1, 1, 1]}
+    replies = {"/maglb/stats": {"generation": 1}, "/maglb/vips": {"generation": 1, "names": ["old"]},
+               "/maglb/vip,old": vip}
+
+    def serve():
+        conn, _ = srv.accept()
+        conn.send(json.dumps({"version": "fake", "pid": 1, "max_output_len": 16384}).encode())
+        while True:
+            cmd = conn.recv(1024).decode()
+            if not cmd:
+                break
+            conn.send(json.dumps({cmd.split(",", 2)[0]: replies.get(cmd)}).encode())
+        conn.close()
+
+    try:
+        for fmt in ("table", "json"):
+            t = threading.Thread(target=serve, daemon=True)
+            t.start()
+            r = lbtest.run([lbtest.MAGLBCTL, "stats", "--socket", path, "--format", fmt], check_rc=False)
+            t.join(5)
+            check(r.returncode == 1 and 'warning: vip "old": incomplete reply' in r.stderr and
+                  "backend_addresses has 2 of 3" in r.stderr and "backend_bytes missing" in r.stderr,
+                  "maglbctl stats --format %s: a cut reply is named on stderr, exit 1 (%s)"
+                  % (fmt, r.stderr.strip()))
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        r = lbtest.run([lbtest.MAGLBCTL, "stats", "--socket", path], check_rc=False)
+        t.join(5)
+        row_c = [x.split() for x in r.stdout.splitlines() if x.startswith("  c ")]
+        check(row_c == [["c", "?", "1", "?", "?", "?", "?", "?"]] and "INCOMPLETE" in r.stdout,
+              "the table marks what is missing with ? (row c: %s)" % row_c)
+    finally:
+        srv.close()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
