@@ -3,9 +3,12 @@
 //   /maglb/stats       totals: packets, bytes, drops by reason, local replies,
 //                      conntrack occupancy per worker, reloads, generation
 //   /maglb/vips        generation, VIP names and table fingerprints
-//   /maglb/vip,NAME    one VIP: its settings, fingerprint, counters, and per
+//   /maglb/vip,NAME[,OFFSET]
+//                      one VIP: its settings, fingerprint, counters, and per
 //                      backend (parallel arrays) name, address, weight,
-//                      packets, bytes, new flows, next hop resolved
+//                      packets, bytes, new flows, next hop resolved; one page
+//                      of backends from OFFSET, with backend_total and
+//                      backend_offset (replies are capped at 16 KB)
 #ifndef MAGLB_CONTROL_TELEMETRY_H_
 #define MAGLB_CONTROL_TELEMETRY_H_
 
