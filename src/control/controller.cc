@@ -54,18 +54,23 @@ absl::Status Controller::Start(const Config& config) {
   return absl::OkStatus();
 }
 
+// Counts and logs a refused reload; the running state stays as it is.
+void Controller::RefuseReload(const char* why, const std::string& msg, const LbState& current) {
+  {
+    std::lock_guard<std::mutex> lock(options_.publisher->mutex());
+    ++stats_.reloads_refused;
+    stats_.last_refusal = msg;
+  }
+  LogLine(absl::StrFormat("reload (%s) refused: %s; still serving generation %u", why, msg,
+                          current.generation()));
+}
+
 void Controller::Reload(const char* why) {
   const LbState* current = options_.publisher->Current();
   absl::StatusOr<Config> config = LoadConfig(options_.config_path);
   if (!config.ok()) {
     std::string msg(config.status().message());
-    {
-      std::lock_guard<std::mutex> lock(options_.publisher->mutex());
-      ++stats_.reloads_refused;
-      stats_.last_refusal = msg;
-    }
-    LogLine(absl::StrFormat("reload (%s) refused: %s; still serving generation %u", why, msg,
-                            current->generation()));
+    RefuseReload(why, msg, *current);
     return;
   }
   LbStateOptions opts;
@@ -75,13 +80,7 @@ void Controller::Reload(const char* why) {
   if (!next.ok()) {
     std::string msg = absl::StrFormat("%s: %s", options_.config_path,
                                       std::string(next.status().message()));
-    {
-      std::lock_guard<std::mutex> lock(options_.publisher->mutex());
-      ++stats_.reloads_refused;
-      stats_.last_refusal = msg;
-    }
-    LogLine(absl::StrFormat("reload (%s) refused: %s; still serving generation %u", why, msg,
-                            current->generation()));
+    RefuseReload(why, msg, *current);
     return;
   }
   const LbStateChange& change = (*next)->change();

@@ -72,6 +72,7 @@ class Controller {
 
  private:
   void Reload(const char* why);
+  void RefuseReload(const char* why, const std::string& msg, const LbState& current);
   void HandleControlFrames(uint64_t now_ns);
   void SendNeighborRequests(uint64_t now_ns);
   void RepublishNeighbors();
