@@ -37,7 +37,7 @@ absl::Status Controller::Start(const Config& config) {
   LbStateOptions opts;
   opts.port_mac = options_.port.mac;
   opts.resolve = Resolver();
-  neighbors_.SetWanted(WantedNeighbors(config));
+  neighbors_.SetConfig(config);
   absl::StatusOr<std::unique_ptr<const LbState>> state = BuildLbState(config, nullptr, opts);
   if (!state.ok()) {
     return absl::Status(state.status().code(),
@@ -92,7 +92,7 @@ void Controller::Reload(const char* why) {
                            a.tcp_closing_timeout_s != b.tcp_closing_timeout_s ||
                            a.tcp_syn_timeout_s != b.tcp_syn_timeout_s ||
                            a.udp_timeout_s != b.udp_timeout_s;
-  neighbors_.SetWanted(WantedNeighbors(*config));
+  neighbors_.SetConfig(*config);
   std::string summary = change.ToString();
   {
     std::lock_guard<std::mutex> lock(options_.publisher->mutex());
@@ -162,12 +162,14 @@ void Controller::HandleControlFrames(uint64_t now_ns) {
     ParsedPacket p;
     Verdict v = Classify(frame, state->matcher(), state->local(), &p);
     if (v.action == Action::kLocalArp || v.action == Action::kLocalNd) {
-      std::optional<NeighborInfo> info = ExtractNeighbor(frame, p);
-      if (info && neighbors_.Learn(info->address, info->mac, now_ns)) {
+      std::optional<NeighborClaim> claim = ReadNeighborClaim(frame, p);
+      NeighborOutcome o = claim ? neighbors_.Observe(*claim, now_ns) : NeighborOutcome{};
+      if (o.changed) {
         changed = true;
-        LogLine(absl::StrFormat("neighbor %s is at %s", info->address.ToString(),
-                                info->mac.ToString()));
+        LogLine(absl::StrFormat("neighbor %s is at %s", claim->address.ToString(),
+                                claim->mac.ToString()));
       }
+      if (!o.log.empty()) LogLine(o.log);
     }
     rte_pktmbuf_free(m);
   }
@@ -175,6 +177,7 @@ void Controller::HandleControlFrames(uint64_t now_ns) {
     std::lock_guard<std::mutex> lock(options_.publisher->mutex());
     stats_.control_frames += n;
     if (changed) ++stats_.neighbor_updates;
+    stats_.neighbor_ignored = neighbors_.ignored();
   }
   if (changed) RepublishNeighbors();
 }

@@ -5,6 +5,7 @@
 #ifndef MAGLB_CONTROL_CONTROLLER_H_
 #define MAGLB_CONTROL_CONTROLLER_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -32,6 +33,7 @@ struct ControlStats {
   uint64_t reloads_unchanged = 0;
   std::string last_refusal;  ///< empty if the last reload succeeded
   uint64_t neighbor_updates = 0;
+  std::array<uint64_t, kNumNeighborIgnores> neighbor_ignored{};  ///< by NeighborIgnore
   uint64_t arp_requests_sent = 0;
   uint64_t nd_requests_sent = 0;
   uint64_t control_frames = 0;  ///< ARP/ND frames the workers passed up

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/str_format.h"
 #include "maglb/checksum.h"
+#include "maglb/reply.h"
 
 namespace maglb {
 
@@ -37,13 +39,154 @@ void NeighborTable::SetWanted(std::vector<IpAddress> wanted) {
   entries_ = std::move(next);
 }
 
-bool NeighborTable::Learn(const IpAddress& address, const MacAddress& mac, uint64_t now_ns) {
-  auto it = entries_.find(address);
-  if (it == entries_.end()) return false;
-  bool changed = !it->second.mac || *it->second.mac != mac;
-  it->second.mac = mac;
-  it->second.learned_ns = now_ns;
-  return changed;
+namespace {
+
+constexpr std::string_view kIgnoreNames[] = {
+#define MAGLB_NEIGHBOR_IGNORE_NAME(name, str, why) str,
+    MAGLB_FOREACH_NEIGHBOR_IGNORE(MAGLB_NEIGHBOR_IGNORE_NAME)
+#undef MAGLB_NEIGHBOR_IGNORE_NAME
+};
+constexpr std::string_view kIgnoreWhy[] = {
+#define MAGLB_NEIGHBOR_IGNORE_WHY(name, str, why) why,
+    MAGLB_FOREACH_NEIGHBOR_IGNORE(MAGLB_NEIGHBOR_IGNORE_WHY)
+#undef MAGLB_NEIGHBOR_IGNORE_WHY
+};
+static_assert(std::size(kIgnoreNames) == kNumNeighborIgnores);
+
+constexpr uint8_t kNaSolicited = 0x40;  // RFC 4861 4.4 flags byte
+constexpr uint8_t kNaOverride = 0x20;
+
+// Bit 0 of the first octet: group (multicast; broadcast is all ones).
+bool UsableMac(const MacAddress& m) {
+  return (m.bytes[0] & 1) == 0 && m != MacAddress{};
+}
+
+}  // namespace
+
+std::string_view NeighborIgnoreName(NeighborIgnore r) {
+  const size_t i = static_cast<size_t>(r);
+  return i < kNumNeighborIgnores ? kIgnoreNames[i] : std::string_view("unknown");
+}
+
+std::optional<NeighborClaim> ReadNeighborClaim(std::span<const uint8_t> frame, const ParsedPacket& p) {
+  if (frame.size() < 14) return std::nullopt;
+  const bool arp_reply = p.ethertype == 0x0806 && p.arp_op == 2;
+  const bool advert = p.ip_version == 6 && p.l4_protocol == 58 && p.icmp_type == 136 &&
+                      p.ttl == 255;  // RFC 4861 7.1.2, as Classify checks
+  if (!arp_reply && !advert) return std::nullopt;
+  std::optional<NeighborInfo> info = ExtractNeighbor(frame, p);
+  if (!info) return std::nullopt;  // no link-layer address: nothing to learn
+  NeighborClaim c;
+  c.address = info->address;
+  c.mac = info->mac;
+  std::memcpy(c.eth_source.bytes.data(), frame.data() + 6, 6);
+  if (advert) {
+    const uint8_t flags = frame[p.l4_offset + 4];  // ExtractNeighbor checked the length
+    c.is_nd = true;
+    c.solicited = (flags & kNaSolicited) != 0;
+    c.override_flag = (flags & kNaOverride) != 0;
+    c.to_multicast = frame[p.l3_offset + 24] == 0xFF;
+  }
+  return c;
+}
+
+void NeighborTable::SetConfig(const Config& config) {
+  static_.clear();
+  for (const NeighborConfig& n : config.neighbors) static_.insert(n.address);
+  SetWanted(WantedNeighbors(config));
+}
+
+NeighborOutcome NeighborTable::Ignore(const NeighborClaim& claim, NeighborIgnore why,
+                                      uint64_t now_ns) {
+  const size_t i = static_cast<size_t>(why);
+  ++ignored_[i];
+  NeighborOutcome out;
+  out.ignored = why;
+  if (logged_once_[i] && now_ns - last_log_ns_[i] < kNeighborLogIntervalNs) {
+    ++unlogged_[i];
+    return out;
+  }
+  const bool unasked = why == NeighborIgnore::kNotAsked || why == NeighborIgnore::kRateLimited;
+  const char* what = !claim.is_nd       ? (unasked ? "unsolicited ARP reply" : "ARP reply")
+                     : claim.solicited ? "neighbour advertisement (S set)"
+                                       : "unsolicited neighbour advertisement";
+  out.log = absl::StrFormat(
+      "neighbor %s: ignored %s from %s%s: %s (neighbor_ignored_%s)%s", claim.address.ToString(),
+      what, claim.eth_source.ToString(),
+      claim.mac != claim.eth_source ? absl::StrFormat(" claiming %s", claim.mac.ToString()) : "",
+      kIgnoreWhy[i], kIgnoreNames[i],
+      unlogged_[i] != 0 ? absl::StrFormat("; %u more since the last line of this kind",
+                                          unlogged_[i])
+                        : "");
+  logged_once_[i] = true;
+  last_log_ns_[i] = now_ns;
+  unlogged_[i] = 0;
+  return out;
+}
+
+NeighborOutcome NeighborTable::Observe(const NeighborClaim& claim, uint64_t now_ns) {
+  // What the frame itself gets wrong, whoever it names.
+  if (!UsableMac(claim.mac) || !UsableMac(claim.eth_source)) {
+    return Ignore(claim, NeighborIgnore::kBadMac, now_ns);
+  }
+  // A host answers for itself from its own MAC, and so does a proxy (RFC 4861
+  // 7.2.8, proxy ARP): a frame naming a MAC it was not sent from is a third
+  // party pointing the LB at someone else, which is what a forger does.
+  if (claim.mac != claim.eth_source) return Ignore(claim, NeighborIgnore::kMacMismatch, now_ns);
+  // RFC 4861 7.1.2: an advertisement to a multicast group has S clear.
+  if (claim.is_nd && claim.solicited && claim.to_multicast) {
+    return Ignore(claim, NeighborIgnore::kBadFlags, now_ns);
+  }
+  if (static_.count(claim.address) != 0) return Ignore(claim, NeighborIgnore::kStatic, now_ns);
+  auto it = entries_.find(claim.address);
+  if (it == entries_.end()) return Ignore(claim, NeighborIgnore::kNotAsked, now_ns);
+  Entry& e = it->second;
+  // An answer: we asked recently and have had no answer since; for ND, only
+  // an advertisement that says it answers a solicitation (S set, RFC 4861
+  // 7.2.4) -- stricter than 7.2.5, which lets an unsolicited one fill an
+  // INCOMPLETE entry: the real neighbour answers our solicitation anyway.
+  const bool answer = e.pending && now_ns - e.asked_ns < kNeighborAnswerWindowNs &&
+                      (!claim.is_nd || claim.solicited);
+  NeighborOutcome out;
+  if (!e.mac) {
+    if (!answer) return Ignore(claim, NeighborIgnore::kNotAsked, now_ns);
+    e.mac = claim.mac;  // RFC 4861 7.2.5: the O flag does not matter for an INCOMPLETE entry
+    e.learned_ns = now_ns;
+    e.pending = false;
+    e.recheck = false;
+    out.changed = true;
+    return out;
+  }
+  if (*e.mac == claim.mac) {  // a confirmation
+    if (answer) {
+      e.learned_ns = now_ns;
+      e.pending = false;
+      e.recheck = false;
+    }
+    return out;
+  }
+  // The MAC differs from the known one. RFC 4861 7.2.5: without the O flag an
+  // advertisement does not replace a known link-layer address (the entry goes
+  // STALE and gets probed: here, asked again).
+  if (!claim.override_flag) {
+    e.recheck = true;
+    return Ignore(claim, NeighborIgnore::kNoOverride, now_ns);
+  }
+  if (!answer) {
+    // Unsolicited change of a known neighbour: at most one per
+    // kNeighborMinChangeNs, and the LB asks again to confirm it either way.
+    e.recheck = true;
+    if (now_ns - e.learned_ns < kNeighborMinChangeNs) {
+      return Ignore(claim, NeighborIgnore::kRateLimited, now_ns);
+    }
+  } else {
+    e.pending = false;
+    e.recheck = false;
+  }
+  e.mac = claim.mac;
+  e.learned_ns = now_ns;
+  out.changed = true;
+  return out;
 }
 
 std::optional<MacAddress> NeighborTable::Lookup(const IpAddress& address) const {
@@ -56,10 +199,12 @@ std::vector<IpAddress> NeighborTable::DueRequests(uint64_t now_ns) {
   std::vector<IpAddress> due;
   for (auto& [address, e] : entries_) {
     bool unresolved_due = !e.mac && (!e.asked || now_ns - e.asked_ns >= kNeighborRetryNs);
-    bool refresh_due = e.mac && now_ns - e.learned_ns >= kNeighborRefreshNs &&
+    bool refresh_due = e.mac && (e.recheck || now_ns - e.learned_ns >= kNeighborRefreshNs) &&
                        now_ns - e.asked_ns >= kNeighborRetryNs;
     if (unresolved_due || refresh_due) {
       e.asked = true;
+      e.pending = true;
+      e.recheck = false;
       e.asked_ns = now_ns;
       due.push_back(address);
     }

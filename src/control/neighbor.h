@@ -6,15 +6,20 @@
 #ifndef MAGLB_CONTROL_NEIGHBOR_H_
 #define MAGLB_CONTROL_NEIGHBOR_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "maglb/config.h"
 #include "maglb/ip_address.h"
+#include "maglb/packet.h"
 
 namespace maglb {
 
@@ -22,6 +27,64 @@ namespace maglb {
 /// one is refreshed (its MAC may change).
 inline constexpr uint64_t kNeighborRetryNs = 1'000'000'000;
 inline constexpr uint64_t kNeighborRefreshNs = 30'000'000'000;
+
+// What is learned (see NeighborTable::Observe): an answer to a request the LB
+// sent less than kNeighborAnswerWindowNs ago, or an unsolicited change of an
+// already-known neighbour's MAC at most once per kNeighborMinChangeNs (counted
+// from the last time its MAC was set or confirmed), so that a forger cannot
+// flap a next hop at will; a refused or accepted unsolicited change makes the
+// LB ask again at once (within kNeighborRetryNs), so the true owner's answer
+// settles it. Never a multicast, broadcast or zero MAC; never an address with
+// a static [[neighbor]] entry.
+inline constexpr uint64_t kNeighborAnswerWindowNs = 3'000'000'000;
+inline constexpr uint64_t kNeighborMinChangeNs = 10'000'000'000;
+/// Ignored frames are logged at most once per reason per this interval.
+inline constexpr uint64_t kNeighborLogIntervalNs = 10'000'000'000;
+
+/// Why an ARP reply or neighbour advertisement taught nothing, as an X-macro:
+/// X(enum_name, "counter name", "what an operator reads in the log").
+#define MAGLB_FOREACH_NEIGHBOR_IGNORE(X)                                                    \
+  X(kNotAsked, "not_asked", "not asked for")                                               \
+  X(kStatic, "static", "the address has a static [[neighbor]] entry")                      \
+  X(kRateLimited, "rate_limited", "its MAC was set or confirmed less than 10 s ago")        \
+  X(kNoOverride, "no_override", "override flag clear and the MAC differs from the known one") \
+  X(kBadMac, "bad_mac", "multicast, broadcast or zero MAC")                                 \
+  X(kMacMismatch, "mac_mismatch", "the Ethernet source differs from the advertised MAC")    \
+  X(kBadFlags, "bad_flags", "solicited flag set on an advertisement to a multicast group")
+
+enum class NeighborIgnore : uint8_t {
+#define MAGLB_NEIGHBOR_IGNORE_ENUM(name, str, why) name,
+  MAGLB_FOREACH_NEIGHBOR_IGNORE(MAGLB_NEIGHBOR_IGNORE_ENUM)
+#undef MAGLB_NEIGHBOR_IGNORE_ENUM
+};
+
+inline constexpr size_t kNumNeighborIgnores = 0
+#define MAGLB_NEIGHBOR_IGNORE_COUNT(name, str, why) +1
+    MAGLB_FOREACH_NEIGHBOR_IGNORE(MAGLB_NEIGHBOR_IGNORE_COUNT)
+#undef MAGLB_NEIGHBOR_IGNORE_COUNT
+    ;
+
+/// The counter name of a reason, e.g. "bad_mac" (telemetry:
+/// neighbor_ignored_bad_mac).
+std::string_view NeighborIgnoreName(NeighborIgnore r);
+
+/// What one ARP reply or neighbour advertisement states, read from a frame
+/// that Classify sent to kLocalArp / kLocalNd (so: to us, and for ND with
+/// hop limit 255 and a valid checksum).
+struct NeighborClaim {
+  IpAddress address;
+  MacAddress mac;         ///< ARP sender hardware address / NA target link-layer option
+  MacAddress eth_source;  ///< the frame's Ethernet source
+  bool is_nd = false;
+  bool solicited = false;      ///< NA S flag; ARP replies carry none
+  bool override_flag = true;   ///< NA O flag; an ARP reply acts as if it were set
+  bool to_multicast = false;   ///< NA sent to a multicast group
+};
+
+/// The claim of an ARP reply (op 2) or a neighbour advertisement with a
+/// target link-layer address option; nullopt for anything else (requests,
+/// solicitations, advertisements without the option, hop limit != 255).
+std::optional<NeighborClaim> ReadNeighborClaim(std::span<const uint8_t> frame, const ParsedPacket& p);
 
 /// Addresses whose MACs forwarding needs under `config` and that no static
 /// [[neighbor]] entry gives.
@@ -33,15 +96,26 @@ struct IpAddressLess {
   }
 };
 
+/// What Observe did with a claim.
+struct NeighborOutcome {
+  bool changed = false;  ///< a wanted address's MAC is new or changed: republish
+  std::optional<NeighborIgnore> ignored;
+  std::string log;  ///< a line to log now ("" if none: nothing new, or rate-limited)
+};
+
 class NeighborTable {
  public:
   /// Replaces the set of addresses to resolve (after a reload); keeps what is
   /// known about the ones that stay.
   void SetWanted(std::vector<IpAddress> wanted);
+  /// SetWanted(WantedNeighbors(config)), and remembers the static entries so
+  /// that claims about them are counted as such.
+  void SetConfig(const Config& config);
 
-  /// Records what a frame stated. Returns true if a wanted address's MAC is
-  /// new or changed (the snapshot must be republished).
-  bool Learn(const IpAddress& address, const MacAddress& mac, uint64_t now_ns);
+  /// Applies the policy above to what a frame claimed: learns, confirms or
+  /// ignores it (counted under a reason, logged at most once per reason per
+  /// kNeighborLogIntervalNs with how many were not logged since).
+  NeighborOutcome Observe(const NeighborClaim& claim, uint64_t now_ns);
 
   std::optional<MacAddress> Lookup(const IpAddress& address) const;
 
@@ -52,15 +126,26 @@ class NeighborTable {
 
   size_t wanted() const { return entries_.size(); }
   size_t resolved() const;
+  /// Frames ignored so far, by NeighborIgnore.
+  const std::array<uint64_t, kNumNeighborIgnores>& ignored() const { return ignored_; }
 
  private:
   struct Entry {
     std::optional<MacAddress> mac;
-    uint64_t learned_ns = 0;
+    uint64_t learned_ns = 0;  // MAC set, or confirmed by an answer
     uint64_t asked_ns = 0;
     bool asked = false;
+    bool pending = false;  // asked at asked_ns, not answered yet
+    bool recheck = false;  // an unsolicited claim disputes the MAC: ask again
   };
+  NeighborOutcome Ignore(const NeighborClaim& claim, NeighborIgnore why, uint64_t now_ns);
+
   std::map<IpAddress, Entry, IpAddressLess> entries_;
+  std::set<IpAddress, IpAddressLess> static_;
+  std::array<uint64_t, kNumNeighborIgnores> ignored_{};
+  std::array<uint64_t, kNumNeighborIgnores> last_log_ns_{};
+  std::array<uint64_t, kNumNeighborIgnores> unlogged_{};
+  std::array<bool, kNumNeighborIgnores> logged_once_{};
 };
 
 /// Builds a broadcast ARP request "who has `target`? tell `our_ip`" into

@@ -113,6 +113,11 @@ int CmdStats(const char*, const char*, rte_tel_data* d) {
     rte_tel_data_add_dict_u64(d, "reloads_refused", cs.reloads_refused);
     AddString(d, "last_refusal", cs.last_refusal);
     rte_tel_data_add_dict_u64(d, "neighbor_updates", cs.neighbor_updates);
+    for (size_t i = 0; i < kNumNeighborIgnores; ++i) {
+      std::string name = "neighbor_ignored_" +
+                         std::string(NeighborIgnoreName(static_cast<NeighborIgnore>(i)));
+      rte_tel_data_add_dict_u64(d, name.c_str(), cs.neighbor_ignored[i]);
+    }
     rte_tel_data_add_dict_u64(d, "arp_requests_sent", cs.arp_requests_sent);
     rte_tel_data_add_dict_u64(d, "nd_requests_sent", cs.nd_requests_sent);
     AddString(d, "port", absl::StrFormat("%u %s (%s) %s, %u queues, %s", opt.port.port_id,

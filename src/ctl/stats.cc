@@ -346,6 +346,17 @@ void PrintTable(const Json& stats, const std::vector<Json>& vips) {
   }
   std::printf("  drops: %s\n", drops.empty() ? "none" : absl::StrJoin(drops, " ").c_str());
   std::printf("  local: %s\n", local.empty() ? "none" : absl::StrJoin(local, " ").c_str());
+  std::vector<std::string> ignored;  // neighbour claims not learned, by reason
+  for (const auto& [k, v] : stats.fields) {
+    if (v.type == Json::kNumber && v.number != 0 && k.rfind("neighbor_ignored_", 0) == 0) {
+      ignored.push_back(absl::StrFormat("%s=%.0f", k.substr(17), v.number));
+    }
+  }
+  std::printf("  neighbors: %llu updates, %llu ARP / %llu ND requests sent; ignored: %s\n",
+              static_cast<unsigned long long>(stats.U64("neighbor_updates")),
+              static_cast<unsigned long long>(stats.U64("arp_requests_sent")),
+              static_cast<unsigned long long>(stats.U64("nd_requests_sent")),
+              ignored.empty() ? "none" : absl::StrJoin(ignored, " ").c_str());
   std::vector<std::string> per_worker;
   if (const Json* a = stats.Get("conntrack_occupied_per_worker")) {
     for (const Json& v : a->items) per_worker.push_back(Num(static_cast<uint64_t>(v.number)));
