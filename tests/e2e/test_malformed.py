@@ -2,12 +2,20 @@
 """End to end: 1000 malformed frames (truncated, bad lengths, bad versions,
 bad extension chains, random bytes) sent at the LB's port from the router's
 segment. maglb keeps running, counts them as drops, and valid traffic during
-and after flows normally."""
+and after flows normally.
+
+Then forged neighbour claims from a host on the LB's segment (be4, not a
+backend): unsolicited ARP replies and neighbour advertisements naming the
+gateway / a backend at a broadcast, multicast or zero MAC, at another host's
+MAC, with bad ND flags or hop limit. None is learned (counted under
+neighbor_ignored_* / drop_bad_nd) and traffic through every VIP still reaches
+the backends."""
+import re
 import subprocess
 import time
 
 import lbtest
-from lbtest import VIP, LB_MAC, check, log, ns
+from lbtest import VIP, VIP6, LB_MAC, TestFailure, check, log, ns
 
 FRAMES = 1000
 
@@ -59,6 +67,87 @@ print(len(frames))
 '''
 
 
+# Runs in mlb-be4 with scapy: forged claims at the LB (argv: LB MAC, be1's MAC).
+FORGER = r'''
+import sys
+from scapy.all import Ether, ARP, IPv6, ICMPv6ND_NA, ICMPv6NDOptDstLLAddr, sendp, get_if_hwaddr, conf
+conf.verb = 0
+lb, be1 = sys.argv[1], sys.argv[2]
+me = get_if_hwaddr("eth0")
+def arp(ip, mac, src=me):
+    return Ether(dst=lb, src=src)/ARP(op=2, hwsrc=mac, psrc=ip, hwdst=lb, pdst="10.0.0.10")
+def na(tgt, mac, src=me, S=0, O=1, dst="ff02::1", hlim=255):
+    return (Ether(dst=lb, src=src)/IPv6(src=tgt, dst=dst, hlim=hlim)
+            /ICMPv6ND_NA(tgt=tgt, R=0, S=S, O=O)/ICMPv6NDOptDstLLAddr(lladdr=mac))
+frames = [
+    arp("10.0.0.1", "ff:ff:ff:ff:ff:ff"),            # bad_mac
+    arp("10.0.0.1", "00:00:00:00:00:00"),            # bad_mac
+    arp("10.0.0.1", be1),                            # mac_mismatch: be1's MAC, sent by be4
+    arp("10.0.0.14", me),                            # not_asked: not a next hop
+    na("fd00::11", "ff:ff:ff:ff:ff:ff"),             # bad_mac
+    na("fd00::11", "33:33:00:00:00:01"),             # bad_mac
+    na("fd00::11", be1),                             # mac_mismatch
+    na("fd00::11", me, O=0),                         # no_override
+    na("fd00::11", me, S=1),                         # bad_flags: S on a multicast advert
+    na("fd00::11", me, S=1, dst="fd00::10", hlim=64),  # drop_bad_nd: off-link hop limit
+]
+# Consistent claims (be4's own MAC): at most one of each burst may pass as an
+# update of a known neighbour, the others are rate_limited.
+frames += [arp("10.0.0.1", me)] * 5 + [na("fd00::11", me)] * 5
+sendp(frames, iface="eth0", inter=0.002)
+print(len(frames))
+'''
+
+IGNORED = ("bad_mac", "mac_mismatch", "not_asked", "no_override", "bad_flags", "rate_limited")
+
+
+def forged_neighbors(tb):
+    before = tb.stats()["stats"]
+    r = ns("mlb-be4", "/usr/bin/python3", "-c", FORGER, LB_MAC, "02:4d:4c:00:01:11", timeout=60)
+    check(int(r.stdout.strip()) == 20, "be4 sent 20 forged ARP replies / neighbour advertisements")
+    want = {"bad_mac": 4, "mac_mismatch": 2, "not_asked": 1, "no_override": 1, "bad_flags": 1,
+            "rate_limited": 8}
+
+    def delta():
+        s = tb.stats()["stats"]
+        return s, {k: s["neighbor_ignored_" + k] - before["neighbor_ignored_" + k] for k in IGNORED}
+
+    tb.wait_for(lambda: all(delta()[1][k] >= n for k, n in want.items()),
+                "the forged claims to be counted %s" % want, 10)
+    after, got = delta()
+    log("neighbor_ignored deltas: %s" % got)
+    for k, n in want.items():
+        check(got[k] >= n, "neighbor_ignored_%s +%d (>= %d)" % (k, got[k], n))
+    check(after["drop_bad_nd"] > before["drop_bad_nd"], "the hop-limit-64 advertisement: drop_bad_nd")
+    # At most the first of each consistent burst was taken (then asked again).
+    updates = after["neighbor_updates"] - before["neighbor_updates"]
+    check(updates <= 4, "at most one forged change per neighbour and its correction (%d updates)" % updates)
+    text = tb.read_log()
+    check("ignored ARP reply from 02:4d:4c:00:01:14 claiming ff:ff:ff:ff:ff:ff" in text,
+          "the broadcast-MAC ARP reply is logged")
+    check(re.search(r"neighbor 10.0.0.1: ignored ARP reply from 02:4d:4c:00:01:14 claiming "
+                    r"02:4d:4c:00:01:11: the Ethernet source differs", text),
+          "the ARP reply claiming be1's MAC is logged")
+    # Traffic still reaches the backends (if one forged change got through, the
+    # LB's own request settles it within about a second).
+    backends = {"be1", "be2", "be3"}
+
+    def all_good():
+        for vip in list(VIP.values()) + list(VIP6.values()):
+            c = tb.curl_many(vip, 6, timeout=40)
+            if sum(c.values()) != 6 or not set(c) <= backends:
+                raise TestFailure("%s answered %s" % (vip, c))
+        return True
+    tb.wait_for(all_good, "every VIP to answer from be1..be3 after the forgeries", 20)
+    for vip in list(VIP.values()) + list(VIP6.values()):
+        c = tb.curl_many(vip, 20)
+        check(sum(c.values()) == 20 and set(c) <= backends,
+              "after the forgeries: %s 20/20 answered by backends %s" % (vip, c))
+        if vip in VIP.values():
+            u = tb.udp_many(vip, 5)
+            check(sum(u.values()) == 5 and set(u) <= backends, "udp %s 5/5 echoed %s" % (vip, u))
+
+
 def test():
     with lbtest.Testbed() as tb:
         before = tb.stats()["stats"]
@@ -88,6 +177,7 @@ def test():
         for mode, vip in VIP.items():
             c = tb.udp_many(vip, 10)
             check(sum(c.values()) == 10, "udp %s after the flood: 10/10 echoed" % mode)
+        forged_neighbors(tb)
 
 
 if __name__ == "__main__":
