@@ -52,6 +52,7 @@ constexpr std::string_view kIgnoreWhy[] = {
 #undef MAGLB_NEIGHBOR_IGNORE_WHY
 };
 static_assert(std::size(kIgnoreNames) == kNumNeighborIgnores);
+static_assert(kNeighborMinChangeNs == 10'000'000'000, "kRateLimited's text names the interval");
 
 constexpr uint8_t kNaSolicited = 0x40;  // RFC 4861 4.4 flags byte
 constexpr uint8_t kNaOverride = 0x20;
@@ -70,8 +71,8 @@ std::string_view NeighborIgnoreName(NeighborIgnore r) {
 
 std::optional<NeighborClaim> ReadNeighborClaim(std::span<const uint8_t> frame, const ParsedPacket& p) {
   if (frame.size() < 14) return std::nullopt;
-  const bool arp_reply = p.ethertype == 0x0806 && p.arp_op == 2;
-  const bool advert = p.ip_version == 6 && p.l4_protocol == 58 && p.icmp_type == 136 &&
+  const bool arp_reply = p.ethertype == kEtherTypeArp && p.arp_op == 2;
+  const bool advert = p.ip_version == 6 && p.l4_protocol == kIpProtoIcmpv6 && p.icmp_type == 136 &&
                       p.ttl == 255;  // RFC 4861 7.1.2, as Classify checks
   if (!arp_reply && !advert) return std::nullopt;
   std::optional<NeighborInfo> info = ExtractNeighbor(frame, p);
