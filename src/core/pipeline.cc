@@ -22,6 +22,8 @@ constexpr uint8_t kIcmpv6NeighborAdvert = 136;
 constexpr uint16_t kArpReply = 2;
 // Room in front of a fragment in scratch for the outer headers.
 constexpr size_t kScratchHeadroom = kMaxEncapPrepend;
+// L2 DSR fragments take the original L2 header, tags included, in that room.
+static_assert(kScratchHeadroom >= kEthernetHeaderLen + kMaxVlanTags * kVlanTagLen);
 
 inline size_t Index(DropReason r) { return static_cast<size_t>(r); }
 inline size_t Index(LocalCounter c) { return static_cast<size_t>(c); }
@@ -231,13 +233,10 @@ void Worker::SendSlow(PacketRef& pkt, const ParsedPacket& p, const VipState& vip
         const uint8_t* out;
         size_t out_len;
         if (b.target.forwarding == Forwarding::kL2Dsr) {
-          uint8_t* eth = frag - kEthernetHeaderLen;
-          std::memcpy(eth, b.target.next_hop_mac.bytes.data(), 6);
-          std::memcpy(eth + 6, encap.src_mac.bytes.data(), 6);
-          eth[12] = kEtherTypeIpv4 >> 8;
-          eth[13] = kEtherTypeIpv4 & 0xFF;
-          out = eth;
-          out_len = kEthernetHeaderLen + len;
+          // Each fragment keeps the frame's VLAN tags, as L2 DSR does for
+          // whole packets (p.l3_offset <= 22 bytes fits kScratchHeadroom).
+          out = WriteL2DsrHeader(frag, pkt.data, p.l3_offset, b.target, encap);
+          out_len = p.l3_offset + len;
         } else {
           EncapResult fr = Encapsulate(frag, len, kScratchHeadroom, b.target, encap, ct_hash);
           if (fr.status != EncapStatus::kOk) {

@@ -516,6 +516,39 @@ TEST_F(PipelineTest, TooBigWithoutDfIsFragmentedInsideTheTunnel) {
   EXPECT_EQ(inner_payload, 20u + 2000u);  // TCP header + payload, all there
 }
 
+TEST_F(PipelineTest, L2DsrFragmentsKeepTheFramesVlanTags) {
+  // A DF-clear IPv4 packet over the MTU to an L2 DSR VIP: each fragment
+  // leaves with the tags it came with (single 802.1Q, then 802.1ad + 802.1Q).
+  for (const Eth& eth : {Eth{.vlans = {42}}, Eth{.vlans = {100, 42}, .qinq = true}}) {
+    Ip4 h;
+    h.src = Ip("10.0.0.9");
+    h.dst = Ip("198.51.100.90");
+    h.df = false;
+    const Bytes in = testing::Frame4(h, testing::Tcp(4100, 80, kTcpAck, 3000), eth);
+    const size_t l2 = kEthernetHeaderLen + eth.vlans.size() * kVlanTagLen;
+    Buf b(in);
+    Run(b);
+    ASSERT_EQ(b.ref.action, PacketAction::kExtra) << static_cast<int>(b.ref.reason);
+    ASSERT_EQ(b.ref.extra_count, 3);  // 3020 bytes of TCP in 1480-byte pieces
+    const MacAddress backend_mac = state_->FindVip("dsr")->backends[0].target.next_hop_mac;
+    size_t payload = 0;
+    for (uint16_t i = 0; i < b.ref.extra_count; ++i) {
+      const ExtraFrame& f = worker_.extra_frames()[b.ref.extra_first + i];
+      ASSERT_GT(f.len, l2 + 20u);
+      EXPECT_EQ(Bytes(f.data, f.data + 6), Bytes(backend_mac.bytes.begin(), backend_mac.bytes.end()));
+      EXPECT_EQ(Bytes(f.data + 6, f.data + 12), Bytes(kPortMac.bytes.begin(), kPortMac.bytes.end()));
+      // Tags and the inner ethertype, byte for byte as received.
+      EXPECT_EQ(Bytes(f.data + 12, f.data + l2), Bytes(in.begin() + 12, in.begin() + l2)) << "fragment " << i;
+      const uint8_t* ip = f.data + l2;
+      EXPECT_EQ(ip[0], 0x45);
+      EXPECT_EQ(f.len, l2 + (ip[2] << 8 | ip[3]));
+      EXPECT_LE(size_t{ip[2]} << 8 | ip[3], 1500u);
+      payload += (ip[2] << 8 | ip[3]) - 20u;
+    }
+    EXPECT_EQ(payload, 20u + 3000u);
+  }
+}
+
 TEST_F(PipelineTest, IcmpErrorFollowsItsFlowsBackend) {
   const std::string first = Send("10.0.0.5", 5555, kTcpSyn);
   // Move the table away from it without removing its backend.
