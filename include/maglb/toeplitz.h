@@ -12,6 +12,7 @@
 #define MAGLB_TOEPLITZ_H_
 
 #include <cstddef>
+#include <array>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -68,12 +69,16 @@ class RssOwner {
   /// worker (a RETA pointing past the polled queues).
   uint32_t OwnerOf(const FlowKey& flow) const;
 
+  /// RssHash(config(), flow), from per-nibble tables (4.5 KB) built once.
+  uint32_t Hash(const FlowKey& flow) const;
+
   const RssConfig& config() const { return rss_; }
 
  private:
   RssOwner(RssConfig rss, uint32_t workers) : rss_(std::move(rss)), workers_(workers) {}
   RssConfig rss_;
   uint32_t workers_;
+  std::array<std::array<uint32_t, 16>, 2 * kRssMaxInputLen> nibbles_{};
 };
 
 }  // namespace maglb

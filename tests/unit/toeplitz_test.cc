@@ -123,6 +123,28 @@ TEST(ToeplitzTest, OwnerIsTheRetaEntryOfTheHash) {
   EXPECT_EQ(two->OwnerOf(Key(w.src, w.sport, w.dst, w.dport)), RssOwner::kUnknown);
 }
 
+TEST(ToeplitzTest, OwnersTableHashEqualsTheBitwiseHash) {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 2000; ++round) {
+    std::vector<uint8_t> key(round % 2 == 0 ? 40 : 52);
+    for (uint8_t& b : key) b = static_cast<uint8_t>(rng());
+    const RssHashTypes types{.ipv4 = round % 3 != 0, .ipv4_tcp = round % 5 != 0, .ipv4_udp = true,
+                             .ipv6 = round % 3 != 1, .ipv6_tcp = round % 5 != 1, .ipv6_udp = false};
+    absl::StatusOr<RssOwner> owner = RssOwner::Create({key, types, {0}}, 1);
+    ASSERT_TRUE(owner.ok());
+    FlowKey k;
+    k.is_v6 = round % 2;
+    for (size_t i = 0; i < (k.is_v6 ? 16u : 4u); ++i) {
+      k.src[i] = static_cast<uint8_t>(rng());
+      k.dst[i] = static_cast<uint8_t>(rng());
+    }
+    k.src_port = static_cast<uint16_t>(rng());
+    k.dst_port = static_cast<uint16_t>(rng());
+    k.protocol = std::vector<uint8_t>{kIpProtoTcp, kIpProtoUdp, kIpProtoIcmp}[round % 3];
+    ASSERT_EQ(owner->Hash(k), RssHash(owner->config(), k)) << "round " << round;
+  }
+}
+
 TEST(ToeplitzTest, CreateRefusesShortKeysAndEmptyTables) {
   EXPECT_FALSE(RssOwner::Create({std::vector<uint8_t>(kMsKey.begin(), kMsKey.begin() + 39), {}, {0}}, 1).ok());
   EXPECT_FALSE(RssOwner::Create({kMsKey, {}, {}}, 1).ok());
