@@ -89,10 +89,13 @@ struct PacketRef {
   DropReason reason = DropReason::kTooShort;  ///< out, kDrop only
   int16_t offset = 0;       ///< out: the frame to send starts at data + offset
   uint16_t out_len = 0;     ///< out: its length
-  uint16_t extra_first = 0; ///< out, kExtra only
+  union {  // one field, so that PacketRef stays 24 bytes (32 cost ~5% per packet)
+    uint16_t extra_first = 0; ///< out, kExtra only
+    uint16_t steer_to;        ///< out, kSteer only: the owning worker's index
+  };
   uint16_t extra_count = 0; ///< out, kExtra only
-  uint16_t steer_to = 0;    ///< out, kSteer only: the owning worker's index
 };
+static_assert(sizeof(PacketRef) == 24);
 
 /// A frame the pipeline built in the worker's scratch memory (fragments of an
 /// IPv4 datagram too big for the tunnel). Valid until the next ProcessBurst.
