@@ -34,7 +34,8 @@ uint32_t ToeplitzHash(std::span<const uint8_t> key, std::span<const uint8_t> inp
 /// hashed on (source, destination, source port, destination port) when its
 /// family's type for that protocol is set, else on (source, destination) when
 /// the family's IP type is set, else not at all (hash 0: RETA entry 0), the
-/// way NICs apply their most specific enabled type.
+/// way NICs apply their most specific enabled type. A key without ports (a
+/// fragment's: packet.h) is hashed on the addresses, as NICs hash fragments.
 struct RssHashTypes {
   bool ipv4 = false;
   bool ipv4_tcp = false;

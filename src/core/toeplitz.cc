@@ -38,7 +38,11 @@ size_t RssInput(const RssConfig& rss, const FlowKey& flow, uint8_t* in) {
   const bool v6 = flow.is_v6 != 0;
   const RssHashTypes& t = rss.types;
   const bool tcp = flow.protocol == kIpProtoTcp, udp = flow.protocol == kIpProtoUdp;
-  const bool l4 = v6 ? (tcp && t.ipv6_tcp) || (udp && t.ipv6_udp) : (tcp && t.ipv4_tcp) || (udp && t.ipv4_udp);
+  // Ports 0 and 0: a fragment's key (packet.h); NICs hash fragments on
+  // their addresses, having no ports to read.
+  const bool ports = flow.src_port != 0 || flow.dst_port != 0;
+  const bool l4 = ports && (v6 ? (tcp && t.ipv6_tcp) || (udp && t.ipv6_udp)
+                               : (tcp && t.ipv4_tcp) || (udp && t.ipv4_udp));
   if (!l4 && !(v6 ? t.ipv6 : t.ipv4)) return 0;
   const size_t addr = v6 ? 16 : 4;
   std::memcpy(in, flow.src.data(), addr);

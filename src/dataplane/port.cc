@@ -32,10 +32,11 @@ absl::StatusOr<RssConfig> ReadRss(uint16_t port_id) {
   if (rc != 0) return PortError(port_id, "rte_eth_dev_rss_hash_conf_get", rc);
   rss.key.resize(conf.rss_key_len);
   const uint64_t hf = conf.rss_hf;
-  rss.types.ipv4 = (hf & RTE_ETH_RSS_IPV4) != 0;
+  // Fragments have their own type; the software hash does not tell them apart.
+  rss.types.ipv4 = (hf & (RTE_ETH_RSS_IPV4 | RTE_ETH_RSS_FRAG_IPV4)) != 0;
   rss.types.ipv4_tcp = (hf & RTE_ETH_RSS_NONFRAG_IPV4_TCP) != 0;
   rss.types.ipv4_udp = (hf & RTE_ETH_RSS_NONFRAG_IPV4_UDP) != 0;
-  rss.types.ipv6 = (hf & RTE_ETH_RSS_IPV6) != 0;
+  rss.types.ipv6 = (hf & (RTE_ETH_RSS_IPV6 | RTE_ETH_RSS_FRAG_IPV6)) != 0;
   rss.types.ipv6_tcp = (hf & RTE_ETH_RSS_NONFRAG_IPV6_TCP) != 0;
   rss.types.ipv6_udp = (hf & RTE_ETH_RSS_NONFRAG_IPV6_UDP) != 0;
   if (dev.reta_size == 0) return absl::UnimplementedError(absl::StrFormat("port %u: no RETA", port_id));

@@ -96,6 +96,9 @@ TEST(ToeplitzTest, HashTypesPickTheFields) {
   EXPECT_EQ(RssHash(MsConfig({.ipv4 = true, .ipv4_tcp = true}), udp), v.ip_only);
   EXPECT_EQ(RssHash(MsConfig({.ipv4 = true, .ipv4_udp = true}), udp), v.with_tcp);
   EXPECT_EQ(RssHash(MsConfig({.ipv4_tcp = true}), tcp), v.with_tcp);
+  // A fragment's key (no ports) is hashed on its addresses.
+  const FlowKey frag = Key(v.src, 0, v.dst, 0, kIpProtoUdp);
+  EXPECT_EQ(RssHash(MsConfig({.ipv4 = true, .ipv4_udp = true}), frag), v.ip_only);
   // A family whose types are all off is not hashed.
   EXPECT_EQ(RssHash(MsConfig({.ipv4_udp = true}), tcp), 0u);
   EXPECT_EQ(RssHash(MsConfig({.ipv6 = true, .ipv6_tcp = true}), tcp), 0u);
