@@ -4,7 +4,8 @@
 // key and RETA (what port.cc reads from an RSS port); everything else is the
 // daemon's own code. A flow pinned on worker A, a reload that moves its table
 // slot, then an ICMP error about it received on worker B's queue: it must
-// leave by A's queue toward the pinned backend.
+// leave by A's queue toward the pinned backend. Then, A's ring full: B drops
+// and counts such an error, and goes on serving.
 #include <rte_eal.h>
 #include <rte_eth_ring.h>
 #include <rte_ethdev.h>
@@ -131,7 +132,7 @@ TEST_F(SteerDataplaneTest, IcmpErrorAtTheWrongWorkerLeavesByTheOwnersQueueToTheP
   }
   const int port = rte_eth_from_rings("net_ring_steer", rx, 2, tx, 2, SOCKET_ID_ANY);
   ASSERT_GE(port, 0);
-  rte_mempool* pool = rte_pktmbuf_pool_create("st_pool", 1023, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+  rte_mempool* pool = rte_pktmbuf_pool_create("st_pool", 4095, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
   ASSERT_NE(pool, nullptr);
   rte_eth_conf conf{};
   const uint16_t pid = static_cast<uint16_t>(port);
@@ -232,7 +233,8 @@ TEST_F(SteerDataplaneTest, IcmpErrorAtTheWrongWorkerLeavesByTheOwnersQueueToTheP
   outer.src = Ip("192.0.2.77");
   outer.dst = Ip("198.51.100.80");
   outer.proto = 1;
-  ASSERT_EQ(rte_ring_enqueue(rx[1], Mbuf(pool, testing::Frame4(outer, testing::Icmp(3, 4, 1400, embedded)))), 0);
+  const Bytes error = testing::Frame4(outer, testing::Icmp(3, 4, 1400, embedded));
+  ASSERT_EQ(rte_ring_enqueue(rx[1], Mbuf(pool, error)), 0);
   const Bytes out = Sent(tx[0]);
   EXPECT_EQ(OuterDst(out), pinned);
   ASSERT_GE(out.size(), 38u + 20u + 1u);
@@ -245,7 +247,32 @@ TEST_F(SteerDataplaneTest, IcmpErrorAtTheWrongWorkerLeavesByTheOwnersQueueToTheP
   EXPECT_EQ(local(a, LocalCounter::kIcmpErrorsRouted), 1u);
   EXPECT_EQ(lc[0].steer_full.value() + lc[1].steer_full.value(), 0u);
 
-  rings->reset();
+  // A's ring full (A stopped, its ring filled): B drops the next such error
+  // and counts it, without waiting, and keeps serving its own traffic.
+  rte_ring* a_ring = (*rings)->rings()[0];
+  while (rte_ring_free_count(a_ring) > 0) {
+    rte_mbuf* filler = rte_pktmbuf_alloc(pool);
+    ASSERT_NE(filler, nullptr);
+    ASSERT_EQ(rte_ring_enqueue(a_ring, filler), 0);
+  }
+  stop = false;
+  absl::Cleanup stop_b = [&stop] {
+    stop = true;
+    rte_eal_mp_wait_lcore();
+  };
+  ASSERT_EQ(rte_eal_remote_launch(WorkerMain, &ctx[1], ctx[1].lcore), 0);
+  ASSERT_EQ(rte_ring_enqueue(rx[1], Mbuf(pool, error)), 0);
+  uint16_t b_port = static_cast<uint16_t>(sport + 1);
+  while (owner->OwnerOf(ClientKey(b_port)) != 1) ++b_port;
+  ASSERT_EQ(rte_ring_enqueue(rx[1], Mbuf(pool, testing::Frame4(h, testing::Tcp(b_port, 80, 0x02)))), 0);
+  EXPECT_NE(OuterDst(Sent(tx[1])), "<none>");  // B's own flow, after the error
+  std::move(stop_b).Invoke();
+  EXPECT_EQ(lc[1].steer_full.value(), 1u);
+  EXPECT_EQ(local(b, LocalCounter::kIcmpErrorsSteered), 2u);
+  EXPECT_EQ(rte_ring_count(tx[0]), 0u);
+
+  rings->reset();  // frees what is still in the rings
+  EXPECT_EQ(rte_mempool_avail_count(pool), 4095u);  // the dropped error included: nothing leaked
   publisher->reset();
   rte_eth_dev_stop(pid);
   rte_eth_dev_close(pid);
