@@ -14,6 +14,10 @@
 //   BM_Step_Classify         prepare + Classify only (packet library)
 //   BM_Step_ClassifyForward  prepare + Classify + Forward (GRE) only
 //   BM_Pipeline_SynFloodBounded  as SynFlood, the VIP with bounded loads (eps 0.25)
+//   BM_Pipeline_IcmpError/0  ICMP frag-needed about tracked flows, no RssOwner
+//   BM_Pipeline_IcmpError/1  ... with an RssOwner that finds this worker owns them
+//                            (the Toeplitz + RETA cost an error pays on its own worker)
+//   BM_Pipeline_IcmpError/2  ... that finds another worker owns them (handed over)
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -22,11 +26,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "maglb/checksum.h"
 #include "maglb/config.h"
 #include "maglb/encap.h"
 #include "maglb/lb_state.h"
 #include "maglb/packet.h"
 #include "maglb/pipeline.h"
+#include "maglb/toeplitz.h"
 
 namespace maglb {
 namespace {
@@ -276,6 +282,83 @@ void BM_Step_ClassifyForward(benchmark::State& state) {
   Report(state);
 }
 BENCHMARK(BM_Step_ClassifyForward);
+
+// ICMP fragmentation-needed from a router about the backend's reply to a
+// tracked flow: the embedded packet is VIP:80 -> client:port.
+constexpr size_t kIcmpFrameLen = 14 + 20 + 8 + 20 + 8;
+void WriteIcmpError(uint8_t* f, uint32_t flow) {
+  static const uint8_t kFrame[kIcmpFrameLen] = {
+      0x02, 0, 0, 0, 0, 0x01, 0x02, 0, 0, 0, 0, 0x02, 0x08, 0x00,  // Ethernet
+      0x45, 0, 0, 56, 0, 0, 0, 0, 64, 1, 0, 0,                      // IPv4, ICMP
+      192, 0, 2, 77, 198, 51, 100, 80,                              // router -> VIP
+      3, 4, 0, 0, 0, 0, 0x05, 0x78,                                 // frag needed, MTU 1400
+      0x45, 0, 0x05, 0xdc, 0, 0, 0x40, 0, 63, 6, 0, 0,              // embedded IPv4
+      198, 51, 100, 80, 10, 0, 0, 0,                                // VIP -> client
+      0, 80, 0, 0, 0, 0, 0, 0,                                      // TCP ports, seq
+  };
+  std::memcpy(f, kFrame, kIcmpFrameLen);
+  f[59] = static_cast<uint8_t>(flow >> 22);  // client 10.x.y.z, as Bursts
+  f[60] = static_cast<uint8_t>(flow >> 14);
+  f[61] = static_cast<uint8_t>(flow >> 6);
+  const uint16_t port = static_cast<uint16_t>(1024 + (flow & 0x3F));
+  f[64] = static_cast<uint8_t>(port >> 8);
+  f[65] = static_cast<uint8_t>(port);
+  const uint16_t inner = InternetChecksum(f + 42, 20);
+  f[52] = static_cast<uint8_t>(inner >> 8);
+  f[53] = static_cast<uint8_t>(inner);
+  const uint16_t outer = InternetChecksum(f + 14, 20);
+  f[24] = static_cast<uint8_t>(outer >> 8);
+  f[25] = static_cast<uint8_t>(outer);
+  const uint16_t icmp = InternetChecksum(f + 34, kIcmpFrameLen - 34);
+  f[36] = static_cast<uint8_t>(icmp >> 8);
+  f[37] = static_cast<uint8_t>(icmp);
+}
+
+void BM_Pipeline_IcmpError(benchmark::State& state) {
+  Fixture& fx = SharedFixture();
+  const int mode = static_cast<int>(state.range(0));
+  // Microsoft's verification key; a 128-entry RETA naming this worker (0)
+  // or the other one (1) throughout, so that every error takes one path.
+  RssConfig rss;
+  rss.key = {0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3,
+             0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3,
+             0x80, 0x30, 0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa};
+  rss.types = {.ipv4 = true, .ipv4_tcp = true, .ipv4_udp = true, .ipv6 = true, .ipv6_tcp = true, .ipv6_udp = true};
+  rss.reta.assign(128, mode == 2 ? 1 : 0);
+  const RssOwner owner = *RssOwner::Create(rss, 2);
+  fx.worker->SetRssOwner(mode == 0 ? nullptr : &owner, 0);
+  std::vector<uint8_t> storage(kPool * kBufSize);
+  PacketRef refs[kBurst];
+  size_t pos = 0, next = 0;
+  const size_t mask = fx.order.size() - 1;
+  const auto& local = fx.worker->counters().local;
+  const uint64_t routed_before = local[static_cast<size_t>(LocalCounter::kIcmpErrorsRouted)].value();
+  const uint64_t steered_before = local[static_cast<size_t>(LocalCounter::kIcmpErrorsSteered)].value();
+  for (auto _ : state) {
+    uint8_t* base = storage.data() + next * kBurst * kBufSize;
+    next = (next + 1) % (kPool / kBurst);
+    for (size_t i = 0; i < kBurst; ++i) {
+      uint8_t* f = base + i * kBufSize + kHeadroom;
+      WriteIcmpError(f, fx.order[pos + i]);
+      refs[i] = PacketRef{};
+      refs[i].data = f;
+      refs[i].len = kIcmpFrameLen;
+      refs[i].headroom = kHeadroom;
+      refs[i].tailroom = kBufSize - kHeadroom - kIcmpFrameLen;
+    }
+    pos = (pos + kBurst) & mask;
+    fx.worker->ProcessBurst(refs, kBurst, *fx.state, kNow);
+    benchmark::DoNotOptimize(refs[0].offset);
+  }
+  fx.worker->SetRssOwner(nullptr, 0);
+  Report(state);
+  const double n = static_cast<double>(state.iterations() * kBurst);
+  state.counters["routed"] =
+      static_cast<double>(local[static_cast<size_t>(LocalCounter::kIcmpErrorsRouted)].value() - routed_before) / n;
+  state.counters["steered"] =
+      static_cast<double>(local[static_cast<size_t>(LocalCounter::kIcmpErrorsSteered)].value() - steered_before) / n;
+}
+BENCHMARK(BM_Pipeline_IcmpError)->Arg(0)->Arg(1)->Arg(2);
 
 // As SynFlood, on the same VIP with bounded_load_epsilon = 0.25 (issue 5):
 // every new flow counted, its first choice checked against its capacity.

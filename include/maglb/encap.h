@@ -134,6 +134,13 @@ size_t Ipv4FragmentCount(const uint8_t* ip, size_t ip_len, size_t max_ip_len);
 size_t WriteIpv4Fragment(const uint8_t* ip, size_t ip_len, size_t max_ip_len, size_t index,
                          uint8_t* out, size_t out_cap);
 
+/// L2 DSR for a frame the LB built around an IP packet (a fragment): writes
+/// the original frame's L2 header (`frame`, `l3_offset` bytes: Ethernet and
+/// its VLAN tags, which L2 DSR keeps) into the `l3_offset` bytes before `ip`,
+/// with the MACs of Forward()'s kL2Dsr. Returns where the new frame starts.
+uint8_t* WriteL2DsrHeader(uint8_t* ip, const uint8_t* frame, size_t l3_offset,
+                          const EncapTarget& target, const EncapConfig& config);
+
 }  // namespace maglb
 
 #endif  // MAGLB_ENCAP_H_

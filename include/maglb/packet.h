@@ -47,20 +47,20 @@
 // and the error reaches that flow's backend. Path-MTU discovery therefore
 // works through the LB. ParsedPacket::is_icmp_error tells them apart.
 //
-// Limitation with more than one worker: the NIC's RSS spreads an ICMP error
-// by its OUTER header (router -> VIP), not by the flow it quotes, so it
-// usually lands on a worker whose conntrack does not hold that flow. That
-// worker sends it where the current table puts the flow key, not to the
-// flow's tracked backend. The two agree unless the flow's table slot moved
-// since the flow started (a reload that added, removed or re-weighted
-// backends: the flow is pinned, the table moved on) or the VIP uses bounded
-// loads (the flow may have been placed off its first choice); then the error
-// reaches a backend that has no such connection, and path-MTU discovery for
-// that flow stalls. One worker (or one queue) is unaffected. The fix is to
-// steer ICMP errors by the embedded packet's reversed tuple to the worker
-// that owns the flow (a software hand-off between workers, or a NIC flow
-// rule hashing the inner header), not done yet.
-//
+// With more than one worker: the NIC's RSS spreads an ICMP error by its
+// OUTER header (router -> VIP), not by the flow it quotes, so it usually
+// lands on a worker whose conntrack does not hold that flow. The worker
+// computes the port's RSS hash of the error's flow key (the embedded packet
+// reversed, i.e. the client's own packets: toeplitz.h, with the key, hash
+// types and RETA read from the port at start-up) and hands the error to the
+// worker whose queue that flow's packets reach (pipeline.h kSteer, a ring
+// per worker: worker_loop.h), which sends it to the flow's pinned backend,
+// even when a reload moved the flow's table slot or bounded loads placed it
+// off its first choice. Where no RSS spreads flows (one queue, or
+// net_af_packet's kernel fanout, which keeps a flow on one socket by the
+// kernel's own hash), nothing is handed over; an error about a flow the
+// worker does not track (expired, or under kernel fanout) follows the table.
+
 // ## Ping to a VIP
 //
 // ICMP/ICMPv6 echo requests to a VIP address are answered by the LB itself

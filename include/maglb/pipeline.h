@@ -13,7 +13,10 @@
 //     track (repin / insert) -> forward. An unknown non-SYN flow (LB restart,
 //     ECMP shift) is treated exactly like a new one and tracked from then on.
 //     ICMP errors follow the flow they are about (lookup only: no insert, no
-//     refresh). A TCP SYN for a flow that is closing starts a new connection:
+//     refresh); with an RssOwner (SetRssOwner), one about a flow whose
+//     packets RSS puts on another worker's queue is handed to that worker
+//     unchanged (PacketAction::kSteer), which tracks the flow and processes
+//     it (ProcessSteered). A TCP SYN for a flow that is closing starts a new connection:
 //     it is re-placed by the current table.
 //  4. Forward (encap.h): encapsulate or rewrite in the packet's own buffer
 //     (headroom). Local traffic (ARP, ND, echo) and packets too big for the
@@ -60,6 +63,7 @@
 #include "maglb/encap.h"
 #include "maglb/lb_state.h"
 #include "maglb/packet.h"
+#include "maglb/toeplitz.h"
 
 namespace maglb {
 
@@ -69,6 +73,7 @@ enum class PacketAction : uint8_t {
   kReply,     ///< same, but it is an answer to the sender (ARP/ND/echo/ICMP too-big)
   kExtra,     ///< the original is consumed; send Worker::extra_frames()[extra_first..+extra_count)
   kToControl, ///< unchanged; for the control thread (ARP reply / neighbour advertisement to learn)
+  kSteer,     ///< unchanged; an ICMP error for worker `steer_to` (it owns the flow): ProcessSteered there
   kDrop,      ///< free it; `reason` says why
 };
 
@@ -84,9 +89,13 @@ struct PacketRef {
   DropReason reason = DropReason::kTooShort;  ///< out, kDrop only
   int16_t offset = 0;       ///< out: the frame to send starts at data + offset
   uint16_t out_len = 0;     ///< out: its length
-  uint16_t extra_first = 0; ///< out, kExtra only
+  union {  // one field, so that PacketRef stays 24 bytes (32 cost ~5% per packet)
+    uint16_t extra_first = 0; ///< out, kExtra only
+    uint16_t steer_to;        ///< out, kSteer only: the owning worker's index
+  };
   uint16_t extra_count = 0; ///< out, kExtra only
 };
+static_assert(sizeof(PacketRef) == 24);
 
 /// A frame the pipeline built in the worker's scratch memory (fragments of an
 /// IPv4 datagram too big for the tunnel). Valid until the next ProcessBurst.
@@ -126,7 +135,8 @@ struct VipCounters : FlowCounters {
   X(kEchoReplies, "echo_replies")      \
   X(kIcmpTooBig, "icmp_too_big_sent")  \
   X(kFragmentsSent, "fragments_sent")  \
-  X(kIcmpErrorsRouted, "icmp_errors_routed")
+  X(kIcmpErrorsRouted, "icmp_errors_routed") \
+  X(kIcmpErrorsSteered, "icmp_errors_steered")  /* handed to the flow's worker */
 
 enum class LocalCounter : uint8_t {
 #define MAGLB_LOCAL_ENUM(name, str) name,
@@ -180,6 +190,20 @@ class Worker {
     ProcessBurst(&pkt, 1, state, now_ns);
   }
 
+  /// Like ProcessBurst, for packets another worker handed over (kSteer):
+  /// not counted as received again, never handed on again.
+  void ProcessSteered(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns);
+
+  /// With several workers behind a port's RSS: `owner` says which worker's
+  /// queue a flow's packets arrive on, `self` is this worker's index. ICMP
+  /// errors about another worker's flow then leave ProcessBurst as kSteer.
+  /// Null (the default): every packet is processed here. `owner` must
+  /// outlive the worker's use of it.
+  void SetRssOwner(const RssOwner* owner, uint32_t self) {
+    rss_owner_ = owner;
+    self_ = self;
+  }
+
   /// Frames built during the last ProcessBurst (PacketAction::kExtra).
   std::span<const ExtraFrame> extra_frames() const { return {extra_.data(), extra_count_}; }
 
@@ -207,6 +231,7 @@ class Worker {
   enum class BoundedLoadOutcome : uint8_t { kFirstChoice, kPassed, kOver };
   uint16_t BoundedLoadChoice(const VipState& vip, uint64_t flow_hash, uint16_t first,
                              BoundedLoadOutcome* outcome);
+  [[gnu::noinline]] bool SteerToOwner(PacketRef& pkt, const ParsedPacket& p);
   void Drop(PacketRef& pkt, DropReason reason);
   uint8_t* ScratchAlloc(size_t bytes);
   bool AddExtra(const uint8_t* data, size_t len);
@@ -228,6 +253,9 @@ class Worker {
   alignas(64) uint64_t ct_hash_[kBurst];
   alignas(64) Conntrack::Probe probe_[kBurst];
   bool chunk_inserted_ = false;  // an Insert/Repin ran in this chunk's stage 3
+  bool steered_burst_ = false;   // ProcessSteered: handed over, counted by the sender
+  const RssOwner* rss_owner_ = nullptr;
+  uint32_t self_ = 0;
 };
 
 /// Counters summed over workers, by name, for one snapshot: what telemetry

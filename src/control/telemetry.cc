@@ -72,22 +72,25 @@ int CmdStats(const char*, const char*, rte_tel_data* d) {
     uint64_t dropped = 0;
     for (uint64_t v : t.drops) dropped += v;
     uint64_t tx_full = 0, multiseg = 0, control_full = 0, extra_alloc_fail = 0, no_snapshot = 0;
+    uint64_t steer_full = 0;
     for (const LoopCounters* lc : opt.loop_counters) {
       tx_full += lc->tx_full.value();
       multiseg += lc->rx_multiseg.value();
       control_full += lc->control_full.value();
       extra_alloc_fail += lc->extra_alloc_fail.value();
       no_snapshot += lc->no_snapshot.value();
+      steer_full += lc->steer_full.value();
     }
     // Every frame lost anywhere, by the pipeline or by the loop around it.
     rte_tel_data_add_dict_u64(d, "dropped", dropped + multiseg + no_snapshot + tx_full + control_full +
-                                                extra_alloc_fail);
+                                                extra_alloc_fail + steer_full);
     for (size_t i = 0; i < kNumDropReasons; ++i) {
       std::string name = "drop_" + std::string(DropReasonName(static_cast<DropReason>(i)));
       rte_tel_data_add_dict_u64(d, name.c_str(), t.drops[i]);
     }
     rte_tel_data_add_dict_u64(d, "drop_rx_multiseg", multiseg);
     rte_tel_data_add_dict_u64(d, "drop_no_snapshot", no_snapshot);
+    rte_tel_data_add_dict_u64(d, "drop_steer_ring_full", steer_full);  // ICMP errors for a busy worker
     rte_tel_data_add_dict_u64(d, "tx_full", tx_full);
     rte_tel_data_add_dict_u64(d, "control_ring_full", control_full);
     rte_tel_data_add_dict_u64(d, "extra_alloc_fail", extra_alloc_fail);

@@ -225,6 +225,15 @@ EncapResult Forward(uint8_t* frame, size_t frame_len, size_t headroom, const Par
   return r;
 }
 
+uint8_t* WriteL2DsrHeader(uint8_t* ip, const uint8_t* frame, size_t l3_offset,
+                          const EncapTarget& target, const EncapConfig& config) {
+  uint8_t* eth = ip - l3_offset;
+  std::memmove(eth, frame, l3_offset);  // tags and ethertype as they came
+  std::memcpy(eth, target.next_hop_mac.bytes.data(), 6);
+  std::memcpy(eth + 6, config.src_mac.bytes.data(), 6);
+  return eth;
+}
+
 size_t Ipv4FragmentCount(const uint8_t* ip, size_t ip_len, size_t max_ip_len) {
   FragmentPlan plan;
   return PlanFragments(ip, ip_len, max_ip_len, &plan) ? plan.count : 0;

@@ -22,6 +22,8 @@ constexpr uint8_t kIcmpv6NeighborAdvert = 136;
 constexpr uint16_t kArpReply = 2;
 // Room in front of a fragment in scratch for the outer headers.
 constexpr size_t kScratchHeadroom = kMaxEncapPrepend;
+// L2 DSR fragments take the original L2 header, tags included, in that room.
+static_assert(kScratchHeadroom >= kEthernetHeaderLen + kMaxVlanTags * kVlanTagLen);
 
 inline size_t Index(DropReason r) { return static_cast<size_t>(r); }
 inline size_t Index(LocalCounter c) { return static_cast<size_t>(c); }
@@ -231,13 +233,10 @@ void Worker::SendSlow(PacketRef& pkt, const ParsedPacket& p, const VipState& vip
         const uint8_t* out;
         size_t out_len;
         if (b.target.forwarding == Forwarding::kL2Dsr) {
-          uint8_t* eth = frag - kEthernetHeaderLen;
-          std::memcpy(eth, b.target.next_hop_mac.bytes.data(), 6);
-          std::memcpy(eth + 6, encap.src_mac.bytes.data(), 6);
-          eth[12] = kEtherTypeIpv4 >> 8;
-          eth[13] = kEtherTypeIpv4 & 0xFF;
-          out = eth;
-          out_len = kEthernetHeaderLen + len;
+          // Each fragment keeps the frame's VLAN tags, as L2 DSR does for
+          // whole packets (p.l3_offset <= 22 bytes fits kScratchHeadroom).
+          out = WriteL2DsrHeader(frag, pkt.data, p.l3_offset, b.target, encap);
+          out_len = p.l3_offset + len;
         } else {
           EncapResult fr = Encapsulate(frag, len, kScratchHeadroom, b.target, encap, ct_hash);
           if (fr.status != EncapStatus::kOk) {
@@ -270,9 +269,25 @@ void Worker::SendSlow(PacketRef& pkt, const ParsedPacket& p, const VipState& vip
   }
 }
 
+// An ICMP error is hashed by the NIC on its outer header; the flow it quotes
+// lives on the worker whose queue RSS gives that flow's own packets.
+bool Worker::SteerToOwner(PacketRef& pkt, const ParsedPacket& p) {
+  const uint32_t owner = rss_owner_->OwnerOf(p.flow);
+  if (owner == self_ || owner == RssOwner::kUnknown) return false;
+  pkt.action = PacketAction::kSteer;
+  pkt.steer_to = static_cast<uint16_t>(owner);
+  pkt.offset = 0;
+  pkt.out_len = pkt.len;
+  counters_->local[Index(LocalCounter::kIcmpErrorsSteered)].Add(1);
+  return true;
+}
+
 void Worker::ToVip(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash,
                    const Conntrack::Probe& probe, const VipState& vip, const LbState& state,
                    uint64_t now_ns) {
+  if (p.is_icmp_error && rss_owner_ != nullptr && !steered_burst_) [[unlikely]] {
+    if (SteerToOwner(pkt, p)) return;  // counted (VIP, routed) by the owner
+  }
   WorkerCounters& c = *counters_;
   FlowCounters& vc = c.vip[vip.counter_slot];
   vc.packets.Add(1);
@@ -285,9 +300,9 @@ void Worker::ToVip(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash,
   if (e != nullptr) backend = vip.Resolve(e->backend_id, e->backend_hint);
 
   if (p.is_icmp_error) {
-    // About a flow: follow it without creating or refreshing state. With
-    // several workers RSS may have brought it to one that does not track the
-    // flow: then the table decides (packet.h, "ICMP errors", limitation).
+    // About a flow: follow it without creating or refreshing state. Not
+    // tracked here (expired, or several workers without an RssOwner): the
+    // table decides.
     if (backend == VipState::kNoBackend) {
       if (vip.table->empty()) return Drop(pkt, DropReason::kNoBackend);
       backend = vip.table->Lookup(FlowHash(p.flow, vip.hash_seed));
@@ -425,8 +440,10 @@ void Worker::ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint6
       conntrack_.PrefetchInsertSlot(probe_[i], parsed_[i].flow.protocol, parsed_[i].tcp_flags, now_ns);
     }
   }
-  c.rx_packets.Add(n);
-  c.rx_bytes.Add(rx_bytes);
+  if (!steered_burst_) {  // a handed-over packet was counted by the worker that received it
+    c.rx_packets.Add(n);
+    c.rx_bytes.Add(rx_bytes);
+  }
   // 3. In order: look up, place, track, forward.
   chunk_inserted_ = false;
   uint64_t tx_packets = 0, tx_bytes = 0;
@@ -468,6 +485,12 @@ void Worker::ProcessBurst(PacketRef* pkts, size_t n, const LbState& state, uint6
   WorkerCounters& c = *counters_;
   c.evictions.Set(conntrack_.stats().evictions);
   c.conntrack_occupied.Set(conntrack_.occupied());
+}
+
+void Worker::ProcessSteered(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns) {
+  steered_burst_ = true;
+  ProcessBurst(pkts, n, state, now_ns);
+  steered_burst_ = false;
 }
 
 CounterTotals SumCounters(const LbState& state, std::span<const Worker* const> workers) {

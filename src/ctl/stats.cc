@@ -340,7 +340,7 @@ void PrintTable(const Json& stats, const std::vector<Json>& vips) {
     if (k.rfind("drop_", 0) == 0) drops.push_back(absl::StrFormat("%s=%.0f", k.substr(5), v.number));
   }
   for (const char* k : {"arp_replies", "nd_replies", "echo_replies", "icmp_too_big_sent",
-                        "fragments_sent", "icmp_errors_routed", "tx_full"}) {
+                        "fragments_sent", "icmp_errors_routed", "icmp_errors_steered", "tx_full"}) {
     uint64_t v = stats.U64(k);
     if (v != 0) local.push_back(absl::StrFormat("%s=%u", k, v));
   }

@@ -361,6 +361,26 @@ int Main(int argc, char** argv) {
   }
   RegisterTelemetry(&controller);
 
+  // ICMP errors reach the worker RSS picks by their outer header: hand each
+  // to the worker its flow's own packets reach (worker_loop.h).
+  std::optional<RssOwner> rss_owner;
+  std::unique_ptr<SteerRings> steer_rings;
+  if (num_workers > 1 && port->distribution == "rss") {
+    absl::StatusOr<RssOwner> owner =
+        port->rss ? RssOwner::Create(*port->rss, num_workers) : absl::UnavailableError(port->rss_note);
+    absl::StatusOr<std::unique_ptr<SteerRings>> rings =
+        owner.ok() ? SteerRings::Create(num_workers, rte_socket_id()) : owner.status();
+    if (rings.ok()) {
+      rss_owner = *std::move(owner);
+      steer_rings = *std::move(rings);
+      LogLine(absl::StrFormat("ICMP errors steered to their flow's worker: RSS key %u bytes, RETA %u entries",
+                              rss_owner->config().key.size(), rss_owner->config().reta.size()));
+    } else {
+      LogLine(absl::StrFormat("warning: ICMP errors not steered to their flow's worker (%s): with %u "
+                              "workers an error may follow the current table instead of a pinned flow",
+                              rings.status().message(), num_workers));
+    }
+  }
   for (uint32_t i = 0; i < num_workers; ++i) {
     WorkerContext& c = contexts[i];
     c.index = i;
@@ -374,6 +394,8 @@ int Main(int argc, char** argv) {
     c.pool = port->pool;
     c.to_control = to_control;
     c.from_control = i == 0 ? from_control : nullptr;
+    c.rss_owner = rss_owner ? &*rss_owner : nullptr;
+    c.steer_rings = steer_rings ? steer_rings->rings() : nullptr;
     c.stop = &stop;
     c.idle_sleep_us = args.idle_sleep_us;
     int rc = rte_eal_remote_launch(WorkerMain, &c, c.lcore);
@@ -412,6 +434,7 @@ int Main(int argc, char** argv) {
   UnregisterTelemetry();
   stop = true;
   rte_eal_mp_wait_lcore();
+  steer_rings.reset();
   uint64_t rx = 0, tx = 0;
   for (const auto& w : workers) {
     rx += w->counters().rx_packets.value();

@@ -17,6 +17,41 @@ absl::Status PortError(uint16_t port_id, const char* what, int rc) {
       absl::StrFormat("port %u: %s failed: %s", port_id, what, std::strerror(rc < 0 ? -rc : rc)));
 }
 
+// The RSS the started port applies, as the software hash needs it: key,
+// hash types, RETA. Fails where the PMD cannot report them.
+absl::StatusOr<RssConfig> ReadRss(uint16_t port_id) {
+  rte_eth_dev_info dev{};
+  int rc = rte_eth_dev_info_get(port_id, &dev);
+  if (rc != 0) return PortError(port_id, "rte_eth_dev_info_get", rc);
+  RssConfig rss;
+  rss.key.resize(dev.hash_key_size != 0 ? dev.hash_key_size : 40);
+  rte_eth_rss_conf conf{};
+  conf.rss_key = rss.key.data();
+  conf.rss_key_len = static_cast<uint8_t>(rss.key.size());
+  rc = rte_eth_dev_rss_hash_conf_get(port_id, &conf);
+  if (rc != 0) return PortError(port_id, "rte_eth_dev_rss_hash_conf_get", rc);
+  rss.key.resize(conf.rss_key_len);
+  const uint64_t hf = conf.rss_hf;
+  // Fragments have their own type; the software hash does not tell them apart.
+  rss.types.ipv4 = (hf & (RTE_ETH_RSS_IPV4 | RTE_ETH_RSS_FRAG_IPV4)) != 0;
+  rss.types.ipv4_tcp = (hf & RTE_ETH_RSS_NONFRAG_IPV4_TCP) != 0;
+  rss.types.ipv4_udp = (hf & RTE_ETH_RSS_NONFRAG_IPV4_UDP) != 0;
+  rss.types.ipv6 = (hf & (RTE_ETH_RSS_IPV6 | RTE_ETH_RSS_FRAG_IPV6)) != 0;
+  rss.types.ipv6_tcp = (hf & RTE_ETH_RSS_NONFRAG_IPV6_TCP) != 0;
+  rss.types.ipv6_udp = (hf & RTE_ETH_RSS_NONFRAG_IPV6_UDP) != 0;
+  if (dev.reta_size == 0) return absl::UnimplementedError(absl::StrFormat("port %u: no RETA", port_id));
+  std::vector<rte_eth_rss_reta_entry64> groups((dev.reta_size + RTE_ETH_RETA_GROUP_SIZE - 1) /
+                                               RTE_ETH_RETA_GROUP_SIZE);
+  for (auto& g : groups) g.mask = ~uint64_t{0};
+  rc = rte_eth_dev_rss_reta_query(port_id, groups.data(), dev.reta_size);
+  if (rc != 0) return PortError(port_id, "rte_eth_dev_rss_reta_query", rc);
+  rss.reta.resize(dev.reta_size);
+  for (uint16_t i = 0; i < dev.reta_size; ++i) {
+    rss.reta[i] = groups[i / RTE_ETH_RETA_GROUP_SIZE].reta[i % RTE_ETH_RETA_GROUP_SIZE];
+  }
+  return rss;
+}
+
 }  // namespace
 
 absl::StatusOr<PortInfo> SetUpPort(uint16_t port_id, uint16_t workers, uint32_t mtu) {
@@ -80,6 +115,14 @@ absl::StatusOr<PortInfo> SetUpPort(uint16_t port_id, uint16_t workers, uint32_t 
   // Unicast to our MAC is enough for ARP/ND/VIP traffic, but L2 setups that
   // flood (bridges before learning) need promiscuous mode; some PMDs refuse.
   rte_eth_promiscuous_enable(port_id);
+  if (info.distribution == "rss") {
+    absl::StatusOr<RssConfig> rss = ReadRss(port_id);
+    if (rss.ok()) {
+      info.rss = *std::move(rss);
+    } else {
+      info.rss_note = std::string(rss.status().message());
+    }
+  }
   rte_ether_addr mac{};
   rte_eth_macaddr_get(port_id, &mac);
   std::memcpy(info.mac.bytes.data(), mac.addr_bytes, 6);

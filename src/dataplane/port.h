@@ -3,10 +3,12 @@
 #define MAGLB_DATAPLANE_PORT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "maglb/ip_address.h"
+#include "maglb/toeplitz.h"
 
 struct rte_mempool;
 
@@ -27,6 +29,11 @@ struct PortInfo {
   /// spreads flows by the kernel's flow hash over its sockets), or "single
   /// queue".
   std::string distribution;
+  /// With "rss": the key, hash types and RETA the port applies, read back
+  /// after start (ICMP errors are steered by them, worker_loop.h); empty if
+  /// the PMD would not say (rss_note says why).
+  std::optional<RssConfig> rss;
+  std::string rss_note;
   rte_mempool* pool = nullptr;
 };
 

@@ -5,9 +5,14 @@
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
+#include <rte_errno.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <span>
+
+#include "absl/strings/str_format.h"
 
 namespace maglb {
 
@@ -53,19 +58,39 @@ bool ToControl(const WorkerContext& c, rte_mbuf* m) {
   return true;
 }
 
-// One RX burst from `rx_port` through the pipeline. Returns how many frames
-// came in.
-uint16_t Serve(const WorkerContext& c, uint16_t rx_port, const LbState* state, TxBuffer& back,
-               TxBuffer& to_backends) {
-  rte_mbuf* rx[kRxBurst];
+// The TX buffers of one worker: the front port's, and two-arm the backend
+// port's.
+struct TxSet {
+  TxBuffer front;
+  TxBuffer backend_side;
+  bool two_arm = false;
+  TxBuffer& to_backends() { return two_arm ? backend_side : front; }
+  // Replies leave by the port their request came in on.
+  TxBuffer& back(uint16_t rx_port) { return two_arm && rx_port == backend_side.port ? backend_side : front; }
+};
+
+// Hands an ICMP error to the worker that owns its flow; a full ring drops it.
+bool Steer(const WorkerContext& c, rte_mbuf* m, uint16_t to) {
+  if (rte_ring_mp_enqueue(c.steer_rings[to], m) != 0) {
+    c.counters->steer_full.Add(1);
+    return false;
+  }
+  return true;
+}
+
+// Runs `n` frames through the pipeline and sends each where its action says.
+// `rx_port`: where they came in; kSteeredIn: frames another worker handed
+// over, each marked with its port in m->port by that worker.
+constexpr uint16_t kSteeredIn = UINT16_MAX;
+void Process(const WorkerContext& c, rte_mbuf** in, uint16_t n, const LbState* state, uint16_t rx_port,
+             TxSet& tx) {
+  const bool steered = rx_port == kSteeredIn;
   rte_mbuf* kept[kRxBurst];
   rte_mbuf* drop[kRxBurst];
   PacketRef refs[kRxBurst];
-  uint16_t n = rte_eth_rx_burst(rx_port, c.queue, rx, kRxBurst);
-  if (n == 0) return 0;
   uint16_t np = 0, ndrop = 0;
   for (uint16_t i = 0; i < n; ++i) {
-    rte_mbuf* m = rx[i];
+    rte_mbuf* m = in[i];
     if (m->nb_segs != 1 || state == nullptr) {
       if (m->nb_segs != 1) {
         c.counters->rx_multiseg.Add(1);
@@ -83,7 +108,14 @@ uint16_t Serve(const WorkerContext& c, uint16_t rx_port, const LbState* state, T
     r.tailroom = rte_pktmbuf_tailroom(m);
     kept[np++] = m;
   }
-  if (np > 0) c.worker->ProcessBurst(refs, np, *state, NowNs());
+  if (np > 0) {
+    if (steered) [[unlikely]] {
+      c.worker->ProcessSteered(refs, np, *state, NowNs());
+    } else {
+      c.worker->ProcessBurst(refs, np, *state, NowNs());
+    }
+  }
+  TxBuffer& to_backends = tx.to_backends();
   for (uint16_t i = 0; i < np; ++i) {
     rte_mbuf* m = kept[i];
     const PacketRef& r = refs[i];
@@ -93,7 +125,8 @@ uint16_t Serve(const WorkerContext& c, uint16_t rx_port, const LbState* state, T
         m->data_off = static_cast<uint16_t>(m->data_off + r.offset);
         m->data_len = r.out_len;
         m->pkt_len = r.out_len;
-        Push(r.action == PacketAction::kTransmit ? to_backends : back, m, c.counters);
+        Push(r.action == PacketAction::kTransmit ? to_backends : tx.back(steered ? m->port : rx_port), m,
+             c.counters);
         break;
       case PacketAction::kExtra: {
         // Fragments of a datagram too big for the tunnel, toward its backend.
@@ -116,13 +149,36 @@ uint16_t Serve(const WorkerContext& c, uint16_t rx_port, const LbState* state, T
       case PacketAction::kToControl:
         if (!ToControl(c, m)) drop[ndrop++] = m;
         break;
+      case PacketAction::kSteer:
+        m->port = rx_port;  // its replies, if any, leave by this port
+        if (!Steer(c, m, r.steer_to)) drop[ndrop++] = m;
+        break;
       case PacketAction::kDrop:
         drop[ndrop++] = m;
         break;
     }
   }
   if (ndrop > 0) rte_pktmbuf_free_bulk(drop, ndrop);
+}
+
+// One RX burst from `rx_port` through the pipeline. Returns how many frames
+// came in.
+uint16_t Serve(const WorkerContext& c, uint16_t rx_port, const LbState* state, TxSet& tx) {
+  rte_mbuf* rx[kRxBurst];
+  uint16_t n = rte_eth_rx_burst(rx_port, c.queue, rx, kRxBurst);
+  if (n == 0) return 0;
+  Process(c, rx, n, state, rx_port, tx);
   return n;
+}
+
+// ICMP errors other workers handed to this one.
+uint16_t ServeSteered(const WorkerContext& c, const LbState* state, TxSet& tx) {
+  rte_mbuf* in[kRxBurst];
+  unsigned n = rte_ring_sc_dequeue_burst(c.steer_rings[c.index], reinterpret_cast<void**>(in), kRxBurst,
+                                         nullptr);
+  if (n == 0) return 0;
+  Process(c, in, static_cast<uint16_t>(n), state, kSteeredIn, tx);
+  return static_cast<uint16_t>(n);
 }
 
 }  // namespace
@@ -137,16 +193,17 @@ int WorkerMain(void* arg) {
   WorkerContext& c = *static_cast<WorkerContext*>(arg);
   c.publisher->ReaderOnline(c.index);
   const bool two_arm = c.backend_port_id != c.port_id;
-  TxBuffer front{c.port_id, c.queue, 0, {}};
-  TxBuffer backend_side{c.backend_port_id, c.queue, 0, {}};
-  TxBuffer& to_backends = two_arm ? backend_side : front;
+  const bool steering = c.rss_owner != nullptr && c.steer_rings != nullptr;
+  if (steering) c.worker->SetRssOwner(c.rss_owner, c.index);
+  TxSet tx{{c.port_id, c.queue, 0, {}}, {c.backend_port_id, c.queue, 0, {}}, two_arm};
   uint32_t idle = 0;
   (void)NowNs();  // initialise the TSC rate outside the loop
 
   while (!c.stop->load(std::memory_order_relaxed)) {
     const LbState* state = c.publisher->Current();
-    uint16_t got = Serve(c, c.port_id, state, front, to_backends);
-    if (two_arm) got = static_cast<uint16_t>(got + Serve(c, c.backend_port_id, state, backend_side, backend_side));
+    uint16_t got = Serve(c, c.port_id, state, tx);
+    if (two_arm) got = static_cast<uint16_t>(got + Serve(c, c.backend_port_id, state, tx));
+    if (steering) got = static_cast<uint16_t>(got + ServeSteered(c, state, tx));
     // Frames the control thread wants on the wire: ARP / ND requests for
     // next hops, which live on the backend side.
     if (c.from_control != nullptr) {
@@ -154,10 +211,10 @@ int WorkerMain(void* arg) {
       unsigned k = rte_ring_sc_dequeue_burst(c.from_control, reinterpret_cast<void**>(ctl), kRxBurst,
                                              nullptr);
       c.counters->control_sent.Add(k);
-      for (unsigned i = 0; i < k; ++i) Push(to_backends, ctl[i], c.counters);
+      for (unsigned i = 0; i < k; ++i) Push(tx.to_backends(), ctl[i], c.counters);
     }
-    Flush(front, c.counters);
-    if (two_arm) Flush(backend_side, c.counters);
+    Flush(tx.front, c.counters);
+    if (two_arm) Flush(tx.backend_side, c.counters);
     c.publisher->Quiescent(c.index);
     if (got == 0 && c.idle_sleep_us > 0 && ++idle >= kIdlePassesBeforeSleep) {
       rte_delay_us_sleep(c.idle_sleep_us);  // test mode only: share a small machine
@@ -165,8 +222,33 @@ int WorkerMain(void* arg) {
       idle = 0;
     }
   }
+  // Frames still in this worker's steering ring are freed by SteerRings.
   c.publisher->ReaderOffline(c.index);
   return 0;
+}
+
+absl::StatusOr<std::unique_ptr<SteerRings>> SteerRings::Create(uint32_t workers, int socket) {
+  std::unique_ptr<SteerRings> r(new SteerRings());
+  for (uint32_t i = 0; i < workers; ++i) {
+    char name[RTE_RING_NAMESIZE];
+    std::snprintf(name, sizeof(name), "maglb_steer_%u", i);
+    rte_ring* ring = rte_ring_create(name, kSteerRingSize, socket, RING_F_SC_DEQ);
+    if (ring == nullptr) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "cannot create the ICMP steering ring of worker %u: %s", i, rte_strerror(rte_errno)));
+    }
+    r->rings_.push_back(ring);
+  }
+  return r;
+}
+
+SteerRings::~SteerRings() {
+  // Workers have stopped: free what they left in flight, then the rings.
+  for (rte_ring* ring : rings_) {
+    void* m;
+    while (rte_ring_sc_dequeue(ring, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+    rte_ring_free(ring);
+  }
 }
 
 }  // namespace maglb

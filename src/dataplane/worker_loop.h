@@ -5,11 +5,23 @@
 // replies (ARP, ND, echo, ICMP) by the port their request came in on. No locks,
 // no allocation outside DPDK's per-lcore mempool cache, no system calls
 // (unless --idle-sleep-us asks the loop to sleep when its queue is empty).
+//
+// ICMP errors about a flow another worker owns (the NIC's RSS hashes an
+// error by its outer header, the flow by its own tuple: pipeline.h kSteer)
+// are handed to that worker over its steering ring, multi-producer and
+// single-consumer, which it drains every pass and runs through
+// Worker::ProcessSteered. A full ring drops the error and counts it
+// (steer_ring_full); nothing ever waits. Without an RssOwner (one queue, or
+// net_af_packet's kernel fanout) there are no rings and nothing changes.
 #ifndef MAGLB_DATAPLANE_WORKER_LOOP_H_
 #define MAGLB_DATAPLANE_WORKER_LOOP_H_
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
 
 #include "dataplane/snapshot.h"
 #include "maglb/pipeline.h"
@@ -30,6 +42,25 @@ struct alignas(64) LoopCounters {
   Counter control_sent;     ///< frames the control thread asked us to send
   Counter extra_alloc_fail; ///< fragments lost for want of a buffer
   Counter no_snapshot;      ///< frames received before the first config snapshot: dropped
+  Counter steer_full;       ///< ICMP errors whose owner's steering ring was full: dropped
+};
+
+/// Entries per steering ring: ICMP errors are rare; a burst that overflows
+/// this is an attack or a storm, and dropping its excess is what we want.
+inline constexpr unsigned kSteerRingSize = 1024;
+
+/// One steering ring per worker (ring i is drained by worker i only).
+class SteerRings {
+ public:
+  static absl::StatusOr<std::unique_ptr<SteerRings>> Create(uint32_t workers, int socket);
+  ~SteerRings();
+  SteerRings(const SteerRings&) = delete;
+  SteerRings& operator=(const SteerRings&) = delete;
+  rte_ring* const* rings() const { return rings_.data(); }
+
+ private:
+  SteerRings() = default;
+  std::vector<rte_ring*> rings_;
 };
 
 struct WorkerContext {
@@ -44,6 +75,9 @@ struct WorkerContext {
   rte_mempool* pool = nullptr;
   rte_ring* to_control = nullptr;    ///< multi-producer, single-consumer
   rte_ring* from_control = nullptr;  ///< drained by worker 0 only (else null)
+  /// The front port's RSS: which worker owns a flow. Null: no steering.
+  const RssOwner* rss_owner = nullptr;
+  rte_ring* const* steer_rings = nullptr;  ///< per worker; with rss_owner only
   const std::atomic<bool>* stop = nullptr;
   uint32_t idle_sleep_us = 0;  ///< 0: poll without pause (production)
 };

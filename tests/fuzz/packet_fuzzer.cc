@@ -135,6 +135,8 @@ void RunPipeline(Fixture& f, const uint8_t* data, size_t size) {
     case PacketAction::kToControl:
     case PacketAction::kDrop:
       break;
+    case PacketAction::kSteer:
+      std::abort();  // only with an RssOwner, which this worker has not
   }
 }
 

@@ -516,6 +516,39 @@ TEST_F(PipelineTest, TooBigWithoutDfIsFragmentedInsideTheTunnel) {
   EXPECT_EQ(inner_payload, 20u + 2000u);  // TCP header + payload, all there
 }
 
+TEST_F(PipelineTest, L2DsrFragmentsKeepTheFramesVlanTags) {
+  // A DF-clear IPv4 packet over the MTU to an L2 DSR VIP: each fragment
+  // leaves with the tags it came with (single 802.1Q, then 802.1ad + 802.1Q).
+  for (const Eth& eth : {Eth{.vlans = {42}}, Eth{.vlans = {100, 42}, .qinq = true}}) {
+    Ip4 h;
+    h.src = Ip("10.0.0.9");
+    h.dst = Ip("198.51.100.90");
+    h.df = false;
+    const Bytes in = testing::Frame4(h, testing::Tcp(4100, 80, kTcpAck, 3000), eth);
+    const size_t l2 = kEthernetHeaderLen + eth.vlans.size() * kVlanTagLen;
+    Buf b(in);
+    Run(b);
+    ASSERT_EQ(b.ref.action, PacketAction::kExtra) << static_cast<int>(b.ref.reason);
+    ASSERT_EQ(b.ref.extra_count, 3);  // 3020 bytes of TCP in 1480-byte pieces
+    const MacAddress backend_mac = state_->FindVip("dsr")->backends[0].target.next_hop_mac;
+    size_t payload = 0;
+    for (uint16_t i = 0; i < b.ref.extra_count; ++i) {
+      const ExtraFrame& f = worker_.extra_frames()[b.ref.extra_first + i];
+      ASSERT_GT(f.len, l2 + 20u);
+      EXPECT_EQ(Bytes(f.data, f.data + 6), Bytes(backend_mac.bytes.begin(), backend_mac.bytes.end()));
+      EXPECT_EQ(Bytes(f.data + 6, f.data + 12), Bytes(kPortMac.bytes.begin(), kPortMac.bytes.end()));
+      // Tags and the inner ethertype, byte for byte as received.
+      EXPECT_EQ(Bytes(f.data + 12, f.data + l2), Bytes(in.begin() + 12, in.begin() + l2)) << "fragment " << i;
+      const uint8_t* ip = f.data + l2;
+      EXPECT_EQ(ip[0], 0x45);
+      EXPECT_EQ(f.len, l2 + (ip[2] << 8 | ip[3]));
+      EXPECT_LE(size_t{ip[2]} << 8 | ip[3], 1500u);
+      payload += (ip[2] << 8 | ip[3]) - 20u;
+    }
+    EXPECT_EQ(payload, 20u + 3000u);
+  }
+}
+
 TEST_F(PipelineTest, IcmpErrorFollowsItsFlowsBackend) {
   const std::string first = Send("10.0.0.5", 5555, kTcpSyn);
   // Move the table away from it without removing its backend.
@@ -539,6 +572,113 @@ TEST_F(PipelineTest, IcmpErrorFollowsItsFlowsBackend) {
   Run(err, kT0 + kSec);
   EXPECT_EQ(BackendOf(err), first);
   EXPECT_EQ(worker_.counters().local[static_cast<size_t>(LocalCounter::kIcmpErrorsRouted)].value(), 1u);
+}
+
+// The ICMP fragmentation-needed a router sends about the backend's reply
+// (VIP:80 -> client:sport) of the flow client:sport -> VIP:80.
+Bytes FragNeededAbout(const std::string& client, uint16_t sport, const std::string& vip = "198.51.100.80") {
+  Ip4 inner;
+  inner.src = Ip(vip);
+  inner.dst = Ip(client);
+  inner.proto = 6;
+  Bytes embedded = testing::Ipv4(inner, testing::Tcp(80, sport, kTcpAck, 100));
+  embedded.resize(28);
+  Ip4 outer;
+  outer.src = Ip("192.0.2.77");
+  outer.dst = Ip(vip);
+  outer.proto = 1;
+  return testing::Frame4(outer, testing::Icmp(3, 4, 1400, embedded));
+}
+
+// Two workers behind one port's RSS (Microsoft's key, a 128-entry RETA over
+// two queues). A flow is pinned on its worker A; a reload moves its table
+// slot; the ICMP error about it arrives at worker B (RSS hashes the error's
+// outer header). B hands it to A, which sends it to the pinned backend.
+TEST_F(PipelineTest, IcmpErrorReachingAnotherWorkerIsHandedToTheFlowsOwner) {
+  const std::vector<uint8_t> key = {
+      0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3,
+      0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3,
+      0x80, 0x30, 0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa};
+  std::vector<uint16_t> reta(128);
+  for (size_t i = 0; i < reta.size(); ++i) reta[i] = static_cast<uint16_t>(i % 2);
+  absl::StatusOr<RssOwner> owner =
+      RssOwner::Create({key, {.ipv4 = true, .ipv4_tcp = true, .ipv4_udp = true}, reta}, 2);
+  ASSERT_TRUE(owner.ok()) << owner.status();
+  Worker a(CtConfig()), b(CtConfig());
+  a.SetRssOwner(&*owner, 0);
+  b.SetRssOwner(&*owner, 1);
+
+  // A client flow that RSS puts on A's queue.
+  const std::string client = "10.0.0.5";
+  uint16_t sport = 5000;
+  auto key_of = [&](uint16_t port) {
+    FlowKey k;
+    const IpAddress c = Ip(client), v = Ip("198.51.100.80");
+    std::memcpy(k.src.data(), c.bytes.data(), 4);
+    std::memcpy(k.dst.data(), v.bytes.data(), 4);
+    k.src_port = port;
+    k.dst_port = 80;
+    k.protocol = 6;
+    return k;
+  };
+  while (owner->OwnerOf(key_of(sport)) != 0) ++sport;
+  Buf syn(TcpFrame(client, sport, "198.51.100.80", kTcpSyn));
+  a.ProcessPacket(syn.ref, *state_, kT0);
+  const std::string pinned = BackendOf(syn);
+  ASSERT_NE(pinned, "<unknown>");
+  // The flow's slot moves (its backend stays, at weight 0: pinned flows keep it).
+  Config c = BaseConfig();
+  for (auto& be : c.vips[0].backends) {
+    if (be.name == pinned) be.weight = 0;
+  }
+  Reload(c);
+  ASSERT_NE(TableChoice(client, sport), pinned);
+
+  const Bytes err = FragNeededAbout(client, sport);
+  // Without steering, B follows the table: the wrong backend (the old behaviour).
+  {
+    Worker lone_b(CtConfig());
+    Buf e(err);
+    lone_b.ProcessPacket(e.ref, *state_, kT0 + kSec);
+    EXPECT_EQ(BackendOf(e), TableChoice(client, sport));
+  }
+  Buf e(err);
+  b.ProcessPacket(e.ref, *state_, kT0 + kSec);
+  ASSERT_EQ(e.ref.action, PacketAction::kSteer);
+  EXPECT_EQ(e.ref.steer_to, 0);
+  EXPECT_EQ(Bytes(e.ref.data, e.ref.data + e.ref.len), err);  // handed over unchanged
+  a.ProcessSteered(&e.ref, 1, *state_, kT0 + kSec);
+  EXPECT_EQ(BackendOf(e), pinned);
+
+  auto local = [](const Worker& w, LocalCounter lc) { return w.counters().local[static_cast<size_t>(lc)].value(); };
+  EXPECT_EQ(local(b, LocalCounter::kIcmpErrorsSteered), 1u);
+  EXPECT_EQ(local(b, LocalCounter::kIcmpErrorsRouted), 0u);
+  EXPECT_EQ(local(a, LocalCounter::kIcmpErrorsSteered), 0u);
+  EXPECT_EQ(local(a, LocalCounter::kIcmpErrorsRouted), 1u);
+  // Received once (by B), sent once (by A).
+  EXPECT_EQ(a.counters().rx_packets.value() + b.counters().rx_packets.value(), 2u);  // SYN + error
+  EXPECT_EQ(b.counters().tx_packets.value(), 0u);
+  EXPECT_EQ(a.counters().tx_packets.value(), 2u);
+
+  // Arriving at A itself: processed there.
+  Buf at_a(err);
+  a.ProcessPacket(at_a.ref, *state_, kT0 + kSec);
+  EXPECT_EQ(BackendOf(at_a), pinned);
+  // A handed-over packet is never handed on, whatever the owner says (no
+  // ping-pong while two workers disagree): B processes it with its table.
+  Buf back(err);
+  b.ProcessSteered(&back.ref, 1, *state_, kT0 + kSec);
+  EXPECT_EQ(back.ref.action, PacketAction::kTransmit);
+  // Packets of the flow itself, and errors of flows B owns, are never steered.
+  Buf data(TcpFrame(client, sport, "198.51.100.80", kTcpAck));
+  b.ProcessPacket(data.ref, *state_, kT0 + kSec);
+  EXPECT_EQ(data.ref.action, PacketAction::kTransmit);
+  uint16_t other = static_cast<uint16_t>(sport + 1);
+  while (owner->OwnerOf(key_of(other)) != 1) ++other;
+  Buf own(FragNeededAbout(client, other));
+  b.ProcessPacket(own.ref, *state_, kT0 + kSec);
+  EXPECT_EQ(own.ref.action, PacketAction::kTransmit);
+  EXPECT_EQ(local(b, LocalCounter::kIcmpErrorsSteered), 1u);
 }
 
 TEST_F(PipelineTest, CountersSumByNameAndReusedSlotsStartAtZero) {

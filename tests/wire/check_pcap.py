@@ -93,8 +93,8 @@ def main():
             check=True, capture_output=True, text=True).stdout
     packets = json.loads(out)
     c = Checker(packets)
-    if len(packets) != 18:
-        print(f"FAIL: {len(packets)} frames, want 18")
+    if len(packets) != 21:
+        print(f"FAIL: {len(packets)} frames, want 21")
         return 1
 
     # ---- 1-8: encapsulation. GRE then IP-in-IP; inner 4, 6; outer 4, 6.
@@ -281,6 +281,28 @@ def main():
     c.expect(18, "udp.length", "3008")
     c.expect(18, "udp.dstport", "7777")
     c.expect(18, "udp.checksum.status", GOOD)
+
+    # ---- 19-21: the same datagram, 802.1ad (VLAN 100) + 802.1Q (VLAN 42)
+    # tagged, to an L2 DSR backend: fragmented to the MTU (1480 + 1480 + 48
+    # data bytes), every fragment with both tags, the backend's MAC, ours.
+    for n, (offset, mf, data) in zip((19, 20, 21), ((0, "1", 1480), (1480, "1", 1480), (2960, "0", 48))):
+        c.expect(n, "frame.len", str(14 + 8 + 20 + data))
+        c.expect(n, "eth.dst", "02:bb:00:00:00:05")
+        c.expect(n, "eth.src", OUR_MAC)
+        c.expect(n, "eth.type", "0x88a8")
+        c.expect(n, "ieee8021ad.id", "100")
+        c.expect(n, "ieee8021ah.etype", "0x8100")  # tshark's name for the S-tag's inner type
+        c.expect(n, "vlan.id", "42")
+        c.expect(n, "vlan.etype", "0x0800")
+        c.expect(n, "ip.len", str(20 + data))
+        c.expect(n, "ip.id", "0x4343")
+        c.expect(n, "ip.flags.df", "0")
+        c.expect(n, "ip.flags.mf", mf)
+        c.expect(n, "ip.frag_offset", str(offset // 8))
+        c.expect(n, "ip.checksum.status", GOOD)
+    c.expect(21, "ip.fragment.count", "3")
+    c.expect(21, "udp.length", "3008")
+    c.expect(21, "udp.checksum.status", GOOD)
 
     print(f"check_pcap: {c.checks} checks over {len(packets)} frames, {c.failures} failed")
     return 1 if c.failures else 0

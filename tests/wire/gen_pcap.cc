@@ -191,6 +191,25 @@ int Main(int argc, char** argv) {
       pcap.Write(buf.data() + kHeadroom + r.offset, r.length);
     }
   }
+  // 19-21: the same with 802.1ad + 802.1Q tags to an L2 DSR backend: the
+  // fragments keep both tags.
+  {
+    const Bytes dgram = testing::Frame4({.src = Ip("198.51.100.7"), .dst = Ip("10.0.0.1"), .proto = 17, .df = false,
+                                         .id = 0x4343},
+                                        testing::Udp(5353, 7777, 3000), {.vlans = {100, 42}, .qinq = true});
+    ParsedPacket p;
+    classify(dgram, &p);
+    const EncapTarget t{.forwarding = Forwarding::kL2Dsr, .backend = {}, .next_hop_mac = Mac("02:bb:00:00:00:05")};
+    const uint8_t* ip = dgram.data() + p.l3_offset;
+    const size_t count = Ipv4FragmentCount(ip, p.l3_len, config.mtu);
+    for (size_t i = 0; i < count; ++i) {
+      Bytes buf(kHeadroom + 1500);
+      const size_t n = WriteIpv4Fragment(ip, p.l3_len, config.mtu, i, buf.data() + kHeadroom, 1500);
+      if (n == 0) return 1;
+      const uint8_t* frame = WriteL2DsrHeader(buf.data() + kHeadroom, dgram.data(), p.l3_offset, t, config);
+      pcap.Write(frame, p.l3_offset + n);
+    }
+  }
   std::printf("gen_pcap: wrote %u frames to %s\n", pcap.count(), argv[1]);
   return 0;
 }
