@@ -163,6 +163,20 @@ def test():
         s = tb.stats()["stats"]
         log("drops: %s" % {k: v for k, v in s.items() if k.startswith("drop") and v})
 
+        # The packet buffers were sized for mtu 1500 at start: a reload to a
+        # jumbo MTU is refused with the line of `mtu`, not half applied.
+        gen, refused = s["generation"], s["reloads_refused"]
+        tb.write_config(config.replace("mtu = 1500", "mtu = %d" % JUMBO_MTU))
+        tb.wait_for(lambda: tb.stats()["stats"]["reloads_refused"] > refused, "the refusal", 10)
+        s = tb.stats()["stats"]
+        line = 1 + config[:config.index("mtu = 1500")].count("\n")
+        refusal = [x for x in tb.read_log().splitlines() if "refused" in x]
+        check(s["generation"] == gen and len(refusal) == 1 and
+              "maglb.toml:%d: lb.mtu: %d is above" % (line, JUMBO_MTU) in refusal[0] and
+              "needs a restart; still serving generation %d" % gen in refusal[0],
+              "reload to mtu %d refused, generation %d kept: %s" % (JUMBO_MTU, gen, refusal))
+        one_datagram(tb, vips[0][0], vips[0][1], DATAGRAM, FRAGMENT, "reverse")
+
     # Jumbo frames: every link at 9000, maglb's mtu too.
     jumbo = config.replace("mtu = 1500", "mtu = %d" % JUMBO_MTU)
     check(jumbo != config, "jumbo config: mtu = %d" % JUMBO_MTU)
