@@ -5,7 +5,10 @@ and out of order, to every UDP VIP of config/testbed.toml (IPv4: GRE, IP-in-IP,
 L2 DSR; IPv6 with a fragment header: 6-in-4 GRE, L2 DSR) is echoed back whole
 by one backend, and maglb's per-backend counters show that every fragment of
 the datagram went to that backend (as separate packets: nothing reassembled
-them before maglb). Then jumbo frames (point 14 of issue 8): the testbed at
+them before maglb). Fragments that fill the 1500-byte MTU exceed it once
+tunnelled, and maglb fragments them again, still toward one backend. A reload
+to a jumbo mtu is refused (the packet buffers were sized at start). Then jumbo
+frames (point 14 of issue 8): the testbed at
 MTU 9000 with lb.mtu = 9000 carries an 8000-byte datagram unfragmented, and a
 20000-byte one as fragments of 8000 bytes (over the 2 KB a default mbuf
 holds), in both orders.
@@ -129,7 +132,10 @@ def backend_packets(tb, vip_name):
     return dict(zip(v["backend_names"], v["backend_packets"]))
 
 
-def one_datagram(tb, vip_name, vip, size, fragment, order):
+def one_datagram(tb, vip_name, vip, size, fragment, order, refragmented=False):
+    """refragmented: the fragments fill the link MTU, so that with the tunnel
+    header they exceed lb.mtu and maglb fragments them again (DF clear); the
+    counters then show one backend, at least one packet per fragment."""
     before = backend_packets(tb, vip_name)
     r = send(vip, size, fragment, order)
     what = "%s %s: %d-byte datagram in %d fragments of <= %d, %s" % (
@@ -140,6 +146,11 @@ def one_datagram(tb, vip_name, vip, size, fragment, order):
     # was counted before the backend could answer.
     after = backend_packets(tb, vip_name)
     grew = {b: after[b] - before.get(b, 0) for b in after if after[b] != before.get(b, 0)}
+    if refragmented:
+        check(list(grew) == [r["backend"]] and grew[r["backend"]] >= r["fragments"],
+              "%s: maglb's own fragments of them all went to %s (per-backend packets %s)" %
+              (what, r["backend"], grew))
+        return
     check(grew == {r["backend"]: r["fragments"]},
           "%s: all %d fragments went to %s, none elsewhere (per-backend packets %s)" %
           (what, r["fragments"], r["backend"], grew))
@@ -160,6 +171,15 @@ def test():
             frag = FRAGMENT if ":" not in addr else FRAGMENT - 8  # room for the fragment header
             for order in ("in-order", "reverse", "shuffle"):
                 one_datagram(tb, name, addr, DATAGRAM, frag, order)
+        # Fragments of a full 1500-byte MTU: + GRE / IP-in-IP they exceed
+        # lb.mtu, and maglb fragments each again (IPv4, DF clear).
+        sent = tb.stats()["stats"]["fragments_sent"]
+        tunnelled = [(n, a) for n, a in vips if ":" not in a and not n.endswith("l2dsr")]
+        for name, addr in tunnelled:
+            one_datagram(tb, name, addr, DATAGRAM, 1480, "reverse", refragmented=True)
+        # 1480 + 20 + 24 > 1500: the two full fragments of each datagram split in two.
+        sent = tb.stats()["stats"]["fragments_sent"] - sent
+        check(sent == 4 * len(tunnelled), "maglb sent %d fragments of its own (2 per full fragment)" % sent)
         s = tb.stats()["stats"]
         log("drops: %s" % {k: v for k, v in s.items() if k.startswith("drop") and v})
 
