@@ -35,9 +35,9 @@ STATE="${MLB_STATE:-/run/mlb-testbed}"
 PY=/usr/bin/python3
 MTU="${MLB_TESTBED_MTU:-1500}"
 # The LB's own links (lb0/lbp, lb1/lb1p) always take the largest lb.mtu the
-# config allows: maglb's `mtu` is what limits its frames, and the capture
-# (net_pcap: libpcap sizes its ring frames from the interface MTU when it
-# opens it) must never cut a frame the config lets through.
+# config allows: maglb's `mtu` is what limits its frames, and the link must
+# never drop or cut one the config lets through (a veth drops frames over its
+# MTU; libpcap, in TPACKET_V2 mode, sizes its ring frames from it at open).
 LB_LINK_MTU=9216
 
 NS_CLIENT=mlb-client
