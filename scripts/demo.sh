@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # maglb in two minutes: installs what is missing, builds, shows the tables of
 # config/example.toml, then runs the real thing on a namespace testbed
-# (scripts/testbed.sh): maglb on a DPDK net_af_packet port, HTTP and UDP
+# (scripts/testbed.sh): maglb on a DPDK net_pcap port (frames as on the wire), HTTP and UDP
 # through GRE, IP-in-IP and L2 DSR VIPs, and a backend added live while a
 # download streams. Needs root (network namespaces). Tears everything down.
 set -euo pipefail

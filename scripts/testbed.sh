@@ -19,6 +19,8 @@
 #
 # usage: scripts/testbed.sh up|down|status
 # Environment: BUILD_DIR (where maglb-decap was built; default build),
+#              MLB_TESTBED_MTU (MTU of every link but the LB's; default 1500;
+#              9000 for jumbo tests),
 #              MLB_STATE (state directory; default /run/mlb-testbed),
 #              MLB_TESTBED_LOCK_FD (a descriptor on which the caller already
 #              holds the lock, as the e2e harness does).
@@ -31,6 +33,12 @@ BUILD_DIR="${BUILD_DIR:-build}"
 case "$BUILD_DIR" in /*) ;; *) BUILD_DIR="$ROOT/$BUILD_DIR" ;; esac
 STATE="${MLB_STATE:-/run/mlb-testbed}"
 PY=/usr/bin/python3
+MTU="${MLB_TESTBED_MTU:-1500}"
+# The LB's own links (lb0/lbp, lb1/lb1p) always take the largest lb.mtu the
+# config allows: maglb's `mtu` is what limits its frames, and the link must
+# never drop or cut one the config lets through (a veth drops frames over its
+# MTU; libpcap, in TPACKET_V2 mode, sizes its ring frames from it at open).
+LB_LINK_MTU=9216
 
 NS_CLIENT=mlb-client
 NS_ROUTER=mlb-router
@@ -48,8 +56,8 @@ UDP_PORT=7777
 log() { echo "testbed: $*" >&2; }
 nsx() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
 
-# Offloads off: frames that AF_PACKET (net_af_packet) captures must carry full
-# checksums and be at most one MTU.
+# Offloads off: frames that maglb captures (net_pcap / net_af_packet) must
+# carry full checksums and be at most one MTU, as on a wire.
 no_offload() { nsx "$1" ethtool -K "$2" tx off tso off gso off gro off >/dev/null 2>&1 || true; }
 
 down() {
@@ -77,8 +85,8 @@ down() {
 # veth NAME_A in NS_A <-> NAME_B in NS_B (created in the root namespace under
 # temporary mlb- names, so a failure leaves only things `down` removes).
 veth() {
-  local ns_a=$1 a=$2 ns_b=$3 b=$4 tmp_a="mlb-t$RANDOM" tmp_b="mlb-t$RANDOM"
-  ip link add "$tmp_a" type veth peer name "$tmp_b"
+  local ns_a=$1 a=$2 ns_b=$3 b=$4 mtu=${5:-$MTU} tmp_a="mlb-t$RANDOM" tmp_b="mlb-t$RANDOM"
+  ip link add "$tmp_a" mtu "$mtu" type veth peer name "$tmp_b" mtu "$mtu"
   ip link set "$tmp_a" netns "$ns_a"
   ip link set "$tmp_b" netns "$ns_b"
   nsx "$ns_a" ip link set "$tmp_a" name "$a"
@@ -120,7 +128,7 @@ up() {
   nsx "$NS_ROUTER" ip link set c0 up
   nsx "$NS_ROUTER" ip addr add 10.0.0.1/24 dev br0
   nsx "$NS_ROUTER" ip addr add fd00::1/64 dev br0 nodad
-  nsx "$NS_ROUTER" ip link set br0 up
+  nsx "$NS_ROUTER" ip link set br0 mtu "$MTU" up  # set: lbp (LB_LINK_MTU) must not raise it
   nsx "$NS_ROUTER" sysctl -qw net.ipv4.conf.br0.send_redirects=0 net.ipv4.conf.br0.rp_filter=0 \
     net.ipv4.conf.c0.rp_filter=0
   nsx "$NS_ROUTER" ip route add 10.100.0.0/24 via 10.0.0.10
@@ -134,7 +142,7 @@ up() {
 
   # The LB: one port, no kernel address (maglb answers ARP/ND for it). Kernel
   # IPv6 off so the kernel never answers for a link-local address of its own.
-  veth "$NS_LB" lb0 "$NS_ROUTER" lbp
+  veth "$NS_LB" lb0 "$NS_ROUTER" lbp "$LB_LINK_MTU"
   nsx "$NS_LB" sysctl -qw net.ipv6.conf.lb0.disable_ipv6=1
   nsx "$NS_LB" ip link set lb0 address "$LB_MAC"
   nsx "$NS_LB" ip link set lb0 promisc on up
@@ -144,10 +152,13 @@ up() {
   nsx "$NS_ROUTER" ip link set br1 address 02:4d:4c:00:02:01  # fixed: a static [[neighbor]] in tests
   nsx "$NS_ROUTER" ip addr add 10.0.2.1/24 dev br1
   nsx "$NS_ROUTER" ip addr add fd02::1/64 dev br1 nodad
-  nsx "$NS_ROUTER" ip link set br1 up
+  nsx "$NS_ROUTER" ip link set br1 mtu "$MTU" up  # likewise for lb1p
   nsx "$NS_ROUTER" sysctl -qw net.ipv4.conf.br1.rp_filter=0 net.ipv4.conf.br1.send_redirects=0
-  veth "$NS_LB" lb1 "$NS_ROUTER" lb1p
+  veth "$NS_LB" lb1 "$NS_ROUTER" lb1p "$LB_LINK_MTU"
   nsx "$NS_LB" sysctl -qw net.ipv6.conf.lb1.disable_ipv6=1
+  # The MAC two-arm maglb gives its backend port (its front port's): net_pcap
+  # (phy_mac=1) reads it from the interface and cannot set it.
+  nsx "$NS_LB" ip link set lb1 address "$LB_MAC"
   nsx "$NS_LB" ip link set lb1 promisc on up
   nsx "$NS_ROUTER" ip link set lb1p master br1 up
 
@@ -174,7 +185,7 @@ up() {
     # the client, which routes via eth0: reverse-path filtering must be off.
     nsx "$ns" ip tuntap add dev decap0 mode tun
     nsx "$ns" sysctl -qw net.ipv4.conf.decap0.rp_filter=0 net.ipv4.conf.decap0.accept_local=1
-    nsx "$ns" ip link set decap0 up
+    nsx "$ns" ip link set decap0 mtu "$MTU" up
     start_bg "$b-decap" "$ns" "$decap" --iface eth0 --tun decap0
     start_bg "$b-server" "$ns" "$PY" "$ROOT/tests/e2e/backend_server.py" --name "$b" \
       --http-port "$HTTP_PORT" --udp-port "$UDP_PORT" \

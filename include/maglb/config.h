@@ -81,6 +81,7 @@ struct LbConfig {
   uint8_t encap_source_v6_flow_bits = 0;
   uint8_t encap_ttl = kDefaultEncapTtl;
   uint32_t mtu = kDefaultMtu;  // egress MTU; larger encapsulated packets get ICMP
+  int mtu_line = 0;  // where mtu was set (0: not set), for messages
 };
 
 struct ConntrackConfig {

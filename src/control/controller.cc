@@ -73,6 +73,18 @@ void Controller::Reload(const char* why) {
     RefuseReload(why, msg, *current);
     return;
   }
+  // The packet buffers were sized from the MTU at start (port.cc); frames of
+  // a larger MTU would not fit them and every one would be dropped.
+  if (options_.port.max_mtu != 0 && config->lb.mtu > options_.port.max_mtu) {
+    RefuseReload(why,
+                 absl::StrFormat("%s:%d: lb.mtu: %u is above %u, the largest MTU the packet "
+                                 "buffers sized at start (for mtu %u) hold; raising it needs a "
+                                 "restart",
+                                 options_.config_path, config->lb.mtu_line, config->lb.mtu,
+                                 options_.port.max_mtu, current->config().lb.mtu),
+                 *current);
+    return;
+  }
   LbStateOptions opts;
   opts.port_mac = options_.port.mac;
   opts.resolve = Resolver();

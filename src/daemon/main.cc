@@ -55,8 +55,8 @@ constexpr const char* kUsage =
     "                      leave by port M, which takes port N's MAC address\n"
     "  --idle-sleep-us N   test mode: a worker whose queue stays empty sleeps N us\n"
     "                      between polls (default 0: poll continuously)\n"
-    "example (test mode on a veth):\n"
-    "  maglb --no-huge --no-pci -l 0,1 --file-prefix lb1 --vdev=net_af_packet0,iface=veth0 \\\n"
+    "example (test mode on a veth; net_pcap passes frames as on the wire, fragments included):\n"
+    "  maglb --no-huge --no-pci -l 0,1 --file-prefix lb1 --vdev=net_pcap0,iface=veth0,phy_mac=1 \\\n"
     "        -- --config /etc/maglb.toml\n";
 
 struct AppArgs {
@@ -289,7 +289,7 @@ int Main(int argc, char** argv) {
     }
     show_eal_output();
     return Fail("no DPDK port: bind a NIC to DPDK or give a virtual device, e.g. "
-                "--vdev=net_af_packet0,iface=eth0");
+                "--vdev=net_pcap0,iface=eth0,phy_mac=1");
   }
   show_eal_output();
   const bool two_arm = args.backend_port >= 0 && args.backend_port != args.port;

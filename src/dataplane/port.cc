@@ -7,10 +7,15 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "maglb/encap.h"
+#include "maglb/packet_buffer.h"
 
 namespace maglb {
 
 namespace {
+
+// Encapsulation writes the outer headers in front of the frame, in place.
+static_assert(RTE_PKTMBUF_HEADROOM >= kMaxEncapPrepend, "mbuf headroom too small to encapsulate");
 
 absl::Status PortError(uint16_t port_id, const char* what, int rc) {
   return absl::InternalError(
@@ -87,7 +92,25 @@ absl::StatusOr<PortInfo> SetUpPort(uint16_t port_id, uint16_t workers, uint32_t 
     info.distribution = "single queue";
   }
   info.num_queues = queues;
-  if (mtu > 0 && mtu >= dev.min_mtu && mtu <= dev.max_mtu) conf.rxmode.mtu = mtu;
+  if (mtu > 0) {
+    // A port that cannot take the configured MTU would truncate or drop the
+    // frames the config promises to carry: refuse to start rather than lose
+    // them silently.
+    // As rte_eth_dev_configure judges it: the frame (mtu + the PMD's
+    // overhead) must not pass max_rx_pktlen either.
+    const uint32_t overhead = dev.max_mtu != UINT16_MAX && dev.max_rx_pktlen > dev.max_mtu
+                                  ? dev.max_rx_pktlen - dev.max_mtu
+                                  : RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+    const uint32_t max_mtu = std::min<uint32_t>(
+        dev.max_mtu, dev.max_rx_pktlen > overhead ? dev.max_rx_pktlen - overhead : 0);
+    if (mtu < dev.min_mtu || mtu > max_mtu) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "port %u %s (%s): lb.mtu %u is outside what the port accepts (%u..%u); lower mtu or use "
+          "a port that takes larger frames (test mode: net_pcap, see README)",
+          port_id, info.name, info.driver, mtu, dev.min_mtu, max_mtu));
+    }
+    conf.rxmode.mtu = mtu;
+  }
 
   rc = rte_eth_dev_configure(port_id, queues, queues, &conf);
   if (rc != 0) return PortError(port_id, "rte_eth_dev_configure", rc);
@@ -97,13 +120,23 @@ absl::StatusOr<PortInfo> SetUpPort(uint16_t port_id, uint16_t workers, uint32_t 
   int socket = rte_eth_dev_socket_id(port_id);
   if (socket < 0) socket = 0;
   std::string pool_name = absl::StrFormat("maglb_mbufs_%u", port_id);
+  // One buffer holds a whole frame of the MTU (the packet path takes single
+  // segments only): 2 KB buffers would drop every fragment over ~2 KB.
+  const uint32_t data_room =
+      PacketBufferDataRoom(mtu > 0 ? mtu : RTE_ETHER_MTU, RTE_PKTMBUF_HEADROOM, RTE_MBUF_DEFAULT_BUF_SIZE);
+  if (data_room > UINT16_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("port %u: lb.mtu %u needs %u-byte packet buffers, more than DPDK's %u",
+                        port_id, mtu, data_room, UINT16_MAX));
+  }
   info.pool = rte_pktmbuf_pool_create(pool_name.c_str(), kMbufsPerQueue * queues * 2 - 1,
-                                      kMbufCacheSize, 0, RTE_MBUF_DEFAULT_BUF_SIZE, socket);
+                                      kMbufCacheSize, 0, static_cast<uint16_t>(data_room), socket);
   if (info.pool == nullptr) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "port %u: cannot allocate %u packet buffers: %s (give EAL more memory with -m)", port_id,
-        kMbufsPerQueue * queues * 2 - 1, rte_strerror(rte_errno)));
+        "port %u: cannot allocate %u packet buffers of %u bytes: %s (give EAL more memory with -m)",
+        port_id, kMbufsPerQueue * queues * 2 - 1, data_room, rte_strerror(rte_errno)));
   }
+  info.max_mtu = MaxMtuForDataRoom(data_room, RTE_PKTMBUF_HEADROOM);
   for (uint16_t q = 0; q < queues; ++q) {
     rc = rte_eth_rx_queue_setup(port_id, q, rx_desc, socket, nullptr, info.pool);
     if (rc != 0) return PortError(port_id, "rte_eth_rx_queue_setup", rc);
@@ -132,6 +165,12 @@ absl::StatusOr<PortInfo> SetUpPort(uint16_t port_id, uint16_t workers, uint32_t 
 absl::Status SetPortMac(uint16_t port_id, const MacAddress& mac) {
   rte_ether_addr addr;
   std::memcpy(addr.addr_bytes, mac.bytes.data(), 6);
+  // Already ours (net_pcap with phy_mac=1 on an interface given that MAC):
+  // nothing to set, and such a PMD could not set it anyway.
+  rte_ether_addr current{};
+  if (rte_eth_macaddr_get(port_id, &current) == 0 && rte_is_same_ether_addr(&current, &addr)) {
+    return absl::OkStatus();
+  }
   int rc = rte_eth_dev_default_mac_addr_set(port_id, &addr);
   if (rc != 0) {
     return absl::FailedPreconditionError(absl::StrFormat(

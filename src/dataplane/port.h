@@ -35,6 +35,9 @@ struct PortInfo {
   std::optional<RssConfig> rss;
   std::string rss_note;
   rte_mempool* pool = nullptr;
+  /// The largest lb.mtu whose frames the pool's buffers hold whole (sized
+  /// from the MTU at start; a reload above it needs a restart).
+  uint32_t max_mtu = 0;
 };
 
 /// Configures and starts `port_id` with up to `workers` queue pairs. Where the

@@ -41,7 +41,7 @@ def show_distribution(tb, mode, n):
 
 def main():
     backends = {m: {"be1": 1, "be2": 1, "be3": 1} for m in VIP}
-    banner("Test topology: client -> router -> maglb (DPDK net_af_packet on a veth) -> be1..be3, "
+    banner("Test topology: client -> router -> maglb (DPDK net_pcap on a veth) -> be1..be3, "
            "replies straight back (DSR)")
     with lbtest.Testbed(lbtest.config_text(backends)) as tb:
         print([x for x in tb.read_log().splitlines() if "started:" in x][0])

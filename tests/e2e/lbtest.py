@@ -67,13 +67,14 @@ def ns(name, *cmd, timeout=30, check_rc=True):
 
 
 def config_text(vips=None, conntrack_capacity=65536, gateway_v4="10.0.0.1", ipv6_vips=True,
-                neighbors=None, extra=""):
+                neighbors=None, extra="", mtu=1500, ipv6_udp_vips=False):
     """A testbed config. vips: {mode: {backend: weight}}, applied to the TCP
-    and the UDP VIP of that mode; default be1..be3 weight 1 everywhere."""
+    and the UDP VIP of that mode; default be1..be3 weight 1 everywhere.
+    ipv6_udp_vips adds UDP echo VIPs beside the IPv6 TCP ones."""
     if vips is None:
         vips = {m: {"be1": 1, "be2": 1, "be3": 1} for m in VIP}
     out = ['[lb]', 'hash_seed = 0', 'ipv4 = "%s"' % LB_IP, 'ipv6 = "%s"' % LB_IP6,
-           'gateway_v4 = "%s"' % gateway_v4, 'gateway_v6 = "fd00::1"', 'mtu = 1500', '',
+           'gateway_v4 = "%s"' % gateway_v4, 'gateway_v6 = "fd00::1"', 'mtu = %d' % mtu, '',
            '[conntrack]', 'capacity = %d' % conntrack_capacity, 'tcp_established_timeout_s = 600',
            'udp_timeout_s = 30', '']
     for addr, mac in (neighbors or {}).items():
@@ -89,11 +90,14 @@ def config_text(vips=None, conntrack_capacity=65536, gateway_v4="10.0.0.1", ipv6
             out.append('')
     # IPv6 VIPs: 6-in-4 GRE to the backends' IPv4 addresses, and L2 DSR to
     # their IPv6 addresses (resolved by neighbour discovery).
-    for name, addr, mode, v6_backends in ((("web6-gre", VIP6["gre"], "gre", False),
-                                           ("web6-l2dsr", VIP6["l2dsr"], "l2dsr", True))
-                                          if ipv6_vips else ()):
-        out += ['[[vip]]', 'name = "%s"' % name, 'address = "%s"' % addr, 'protocol = "tcp"',
-                'port = 80', 'forwarding = "%s"' % mode, 'table_size = 4099']
+    v6 = [("web6-gre", VIP6["gre"], "gre", False, "tcp", 80),
+          ("web6-l2dsr", VIP6["l2dsr"], "l2dsr", True, "tcp", 80)] if ipv6_vips else []
+    if ipv6_udp_vips:
+        v6 += [("echo6-gre", VIP6["gre"], "gre", False, "udp", UDP_PORT),
+               ("echo6-l2dsr", VIP6["l2dsr"], "l2dsr", True, "udp", UDP_PORT)]
+    for name, addr, mode, v6_backends, proto, port in v6:
+        out += ['[[vip]]', 'name = "%s"' % name, 'address = "%s"' % addr, 'protocol = "%s"' % proto,
+                'port = %d' % port, 'forwarding = "%s"' % mode, 'table_size = 4099']
         for b in ("be1", "be2", "be3"):
             out += ['  [[vip.backend]]', '  name = "%s"' % b,
                     '  address = "%s"' % (BACKENDS6[b] if v6_backends else BACKENDS[b])]
@@ -101,13 +105,41 @@ def config_text(vips=None, conntrack_capacity=65536, gateway_v4="10.0.0.1", ipv6
     return "\n".join(out) + "\n" + extra
 
 
+def port_vdevs(workers, two_arm):
+    """The DPDK virtual devices on the LB's veths (lb0; lb1 for two-arm).
+
+    net_pcap (libpcap live capture) delivers frames exactly as on the wire:
+    no PACKET_FANOUT (net_af_packet joins its sockets into a fanout group with
+    PACKET_FANOUT_FLAG_DEFRAG, so the kernel reassembles IPv4 fragments before
+    maglb sees them), a 9728-byte snap length (net_af_packet: 2 KB frames), and
+    with iface= one socket both receives and sends, so maglb never reads its
+    own frames back. phy_mac=1: the port takes the interface's MAC. Its limit:
+    one queue per port. Tests of several workers therefore use net_af_packet,
+    whose qpairs=N sockets the kernel's fanout hash spreads flows over; they
+    send no fragments and no frame over 1500 bytes. net_tap (kernel flow
+    steering over queues) stops at max_rx_pktlen 1522, net_af_xdp at one page
+    a frame: neither carries jumbo frames on DPDK 22.11."""
+    if workers <= 1:
+        vdevs = ["--vdev=net_pcap0,iface=lb0,phy_mac=1"]
+        if two_arm:
+            vdevs.append("--vdev=net_pcap1,iface=lb1,phy_mac=1")
+        return vdevs
+    vdevs = ["--vdev=net_af_packet0,iface=lb0,qpairs=%d" % workers]
+    if two_arm:
+        vdevs.append("--vdev=net_af_packet1,iface=lb1,qpairs=%d" % workers)
+    return vdevs
+
+
 class Testbed:
     """Context manager: testbed up + maglb running; down and checks on exit."""
 
-    def __init__(self, config=None, workers=1, two_arm=False):
+    def __init__(self, config=None, workers=1, two_arm=False, link_mtu=1500):
+        """link_mtu: the MTU of the testbed's links other than the LB's own
+        (scripts/testbed.sh MLB_TESTBED_MTU); 9000 for jumbo frames."""
         self.config = config or config_text()
         self.workers = workers
         self.two_arm = two_arm
+        self.link_mtu = link_mtu
         self.prefix = "mlb-e2e-%d" % os.getpid()
         self.proc = None
         self.expect_clean_exit = True
@@ -152,7 +184,7 @@ class Testbed:
         # testbed.sh takes LOCK_PATH itself; on our descriptor (inherited, the
         # same open file) it finds the lock already ours instead of waiting.
         return dict(os.environ, BUILD_DIR=BUILD_DIR, MLB_STATE=os.path.join(self.tmp, "state"),
-                    MLB_TESTBED_LOCK_FD=str(self.lock.fileno()))
+                    MLB_TESTBED_LOCK_FD=str(self.lock.fileno()), MLB_TESTBED_MTU=str(self.link_mtu))
 
     def start(self):
         # lcore 0 (control) on CPU 0, workers spread over the other CPUs (a
@@ -160,11 +192,11 @@ class Testbed:
         cpus = os.cpu_count() or 1
         lcores = ",".join(["0@0"] + ["%d@%d" % (i, 1 + (i - 1) % (cpus - 1) if cpus > 1 else 0)
                                      for i in range(1, self.workers + 1)])
-        cmd = ["ip", "netns", "exec", "mlb-lb", MAGLB, "--no-huge", "--no-pci", "-m", "256",
-               "--lcores", lcores, "--file-prefix", self.prefix, "--log-level", "lib.eal:warning",
-               "--vdev=net_af_packet0,iface=lb0,qpairs=%d" % max(1, self.workers)]
-        if self.two_arm:
-            cmd += ["--vdev=net_af_packet1,iface=lb1,qpairs=%d" % max(1, self.workers)]
+        # Jumbo MTUs take ~9 KB packet buffers (4x the memory of 2 KB ones).
+        memory = "256" if self.link_mtu <= 1500 else "768"
+        cmd = ["ip", "netns", "exec", "mlb-lb", MAGLB, "--no-huge", "--no-pci", "-m", memory,
+               "--lcores", lcores, "--file-prefix", self.prefix, "--log-level", "lib.eal:warning"]
+        cmd += port_vdevs(self.workers, self.two_arm)
         cmd += ["--", "--config", self.config_path, "--idle-sleep-us", "50"]
         if self.two_arm:
             cmd += ["--backend-port", "1"]
