@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "control/config_watch.h"
 #include "control/neighbor.h"
+#include "control/reload_builder.h"
 #include "dataplane/port.h"
 #include "dataplane/snapshot.h"
 #include "dataplane/worker_loop.h"
@@ -47,6 +48,9 @@ struct ControllerOptions {
   std::vector<const Worker*> workers;  ///< one per polling worker
   std::vector<const LoopCounters*> loop_counters;
   int signal_fd = -1;  ///< SIGHUP, SIGINT, SIGTERM
+  /// Parses and builds a reload on the helper thread; LoadAndBuild if empty
+  /// (tests pass one they can hold).
+  BuildFunction build;
 };
 
 class Controller {
@@ -57,6 +61,8 @@ class Controller {
   absl::Status Start(const Config& config);
 
   /// Runs until SIGINT/SIGTERM. Returns the name of the signal that stopped it.
+  /// A reload build still running then is asked to stop and waited for at
+  /// most kShutdownBuildWait, then abandoned.
   std::string Run();
 
   // --- For telemetry (any thread). Each takes the publisher's mutex. ---
@@ -71,8 +77,13 @@ class Controller {
   }
 
  private:
-  void Reload(const char* why);
-  void RefuseReload(const char* why, const std::string& msg, const LbState& current);
+  // A reload was asked for: build now, or after the running build (whose
+  // result is then stale and dropped).
+  void RequestReload(const char* why);
+  void StartBuild();
+  // The helper thread's result: publish it, refuse it, or build again.
+  void FinishBuild();
+  void RefuseReload(const std::string& why, const std::string& msg, const LbState& current);
   void HandleControlFrames(uint64_t now_ns);
   void SendNeighborRequests(uint64_t now_ns);
   void RepublishNeighbors();
@@ -83,7 +94,15 @@ class Controller {
   std::optional<ConfigWatch> watch_;
   NeighborTable neighbors_;
   ControlStats stats_;  // written under the publisher's mutex
+  std::unique_ptr<ReloadBuilder> builder_;
+  uint64_t reload_seq_ = 0;      // reloads asked for; a build of an older one is stale
+  std::string reload_why_;       // why the newest one was asked for
+  uint64_t neighbor_changes_ = 0;        // neighbour MACs learned or changed
+  uint64_t build_neighbor_changes_ = 0;  // ... when the running build copied the table
 };
+
+/// How long a shutdown waits for a reload build in progress.
+inline constexpr int kShutdownBuildWaitMs = 500;
 
 }  // namespace maglb
 
