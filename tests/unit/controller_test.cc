@@ -382,6 +382,30 @@ TEST_F(ControllerTest, EveryFailedReloadIsLoggedAndCounted) {
   EXPECT_TRUE(Look().stats.last_refusal.empty());
 }
 
+// A Kubernetes ConfigMap update: the new version is written in full in a
+// new directory, and a symlink is renamed over ..data. One reload, of it.
+TEST_F(ControllerTest, ASymlinkSwapIsOneReload) {
+  namespace fs = std::filesystem;
+  fs::create_directory(dir_ + "/..v1");
+  std::ofstream(dir_ + "/..v1/maglb.toml") << ConfigText({"a"});
+  fs::create_directory_symlink("..v1", dir_ + "/..data");
+  fs::remove(path_);
+  fs::create_symlink("..data/maglb.toml", path_);
+  Begin();
+  fs::create_directory(dir_ + "/..v2");
+  std::ofstream(dir_ + "/..v2/maglb.toml") << ConfigText({"a", "b"});
+  fs::create_directory_symlink("..v2", dir_ + "/..data_tmp");
+  fs::rename(dir_ + "/..data_tmp", dir_ + "/..data");
+  fs::remove_all(dir_ + "/..v1");
+  ASSERT_TRUE(WaitFor([](const View& v) { return v.stats.reloads_ok == 1; }));
+  EXPECT_EQ(Look().vips, (std::vector<std::string>{"a", "b"}));
+  // A marker change: nothing else was attempted before it.
+  std::ofstream(dir_ + "/..v2/maglb.toml") << ConfigText({"a", "b", "c"});  // in place, closed
+  ASSERT_TRUE(WaitFor([](const View& v) { return v.vips.size() == 3; }));
+  EXPECT_EQ(Look().stats.reloads_ok, 2u);
+  EXPECT_EQ(Look().stats.reloads_refused, 0u);
+}
+
 // An editor that writes in place and pauses mid-write (longer than any
 // debounce): the prefix, itself a valid config with fewer VIPs, is never
 // loaded; the close loads the whole file, once.
