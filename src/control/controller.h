@@ -1,6 +1,7 @@
 // The control thread: owns the running configuration, reloads it when the
-// file changes (inotify) or on SIGHUP, resolves next hops by ARP/ND, and
-// publishes every new snapshot to the workers (SnapshotPublisher). It also
+// file changes (inotify) or on SIGHUP (parsed and built on a helper thread,
+// ReloadBuilder, so that nothing else waits), resolves next hops by ARP/ND,
+// and publishes every new snapshot to the workers (SnapshotPublisher). It also
 // answers telemetry (telemetry.h) from what it owns.
 #ifndef MAGLB_CONTROL_CONTROLLER_H_
 #define MAGLB_CONTROL_CONTROLLER_H_
@@ -62,7 +63,7 @@ class Controller {
 
   /// Runs until SIGINT/SIGTERM. Returns the name of the signal that stopped it.
   /// A reload build still running then is asked to stop and waited for at
-  /// most kShutdownBuildWait, then abandoned.
+  /// most kShutdownBuildWaitMs, then abandoned.
   std::string Run();
 
   // --- For telemetry (any thread). Each takes the publisher's mutex. ---
