@@ -70,11 +70,13 @@ void Controller::RefuseReload(const std::string& why, const std::string& msg,
 void Controller::RequestReload(const char* why) {
   ++reload_seq_;
   reload_why_ = why;
-  if (!builder_->busy()) StartBuild();
-  // else: FinishBuild sees the running build's result is stale and builds again.
+  // Started at the end of this pass (triggers of one pass make one build),
+  // or after the running build, whose result is then stale.
+  build_wanted_ = true;
 }
 
 void Controller::StartBuild() {
+  build_wanted_ = false;
   const LbState* current = options_.publisher->Current();
   BuildJob job;
   job.seq = reload_seq_;
@@ -100,8 +102,7 @@ void Controller::FinishBuild() {
     LogLine(absl::StrFormat("reload (%s): superseded by a newer change (%s) while building; "
                             "building that",
                             result->job.why, reload_why_));
-    StartBuild();
-    return;
+    return;  // build_wanted_ is set: the loop starts it
   }
   if (!result->state.ok()) {
     RefuseReload(result->job.why, std::string(result->state.status().message()), *current);
@@ -238,6 +239,7 @@ std::string Controller::Run() {
       RequestReload("file changed");
     }
     if (fds[2].revents & POLLIN) FinishBuild();
+    if (build_wanted_ && !builder_->busy()) StartBuild();
     HandleControlFrames(now);
     SendNeighborRequests(now);
   }

@@ -78,8 +78,8 @@ class Controller {
   }
 
  private:
-  // A reload was asked for: build now, or after the running build (whose
-  // result is then stale and dropped).
+  // A reload was asked for: built at the end of the loop's pass, or after
+  // the running build (whose result is then stale and dropped).
   void RequestReload(const char* why);
   void StartBuild();
   // The helper thread's result: publish it, refuse it, or build again.
@@ -98,6 +98,7 @@ class Controller {
   std::unique_ptr<ReloadBuilder> builder_;
   uint64_t reload_seq_ = 0;      // reloads asked for; a build of an older one is stale
   std::string reload_why_;       // why the newest one was asked for
+  bool build_wanted_ = false;    // the newest one is not being built yet
   uint64_t neighbor_changes_ = 0;        // neighbour MACs learned or changed
   uint64_t build_neighbor_changes_ = 0;  // ... when the running build copied the table
 };
