@@ -297,6 +297,30 @@ TEST_F(ControllerTest, BuildsOffTheControlThreadAndPublishesOnlyTheNewest) {
   EXPECT_EQ(Stop(), "SIGTERM");
 }
 
+// A real slow build (a big config) and a newer small file right behind it:
+// whichever way the two builds interleave, the newest file is what ends up
+// published, and nothing older is published after it.
+TEST_F(ControllerTest, ABigBuildThenANewerFileEndsOnTheNewest) {
+  Begin();
+  std::vector<std::string> big;
+  for (int i = 0; i < 200; ++i) big.push_back(absl::StrCat("big-", i));
+  std::string text = ConfigText(big);
+  for (size_t at = 0; (at = text.find("table_size = 251", at)) != std::string::npos;) {
+    text.replace(at, 16, "table_size = 65537");
+  }
+  ReplaceWith(text);
+  ASSERT_TRUE(gate_->WaitStarted(1));  // the gate is open: the big build is under way
+  ReplaceWith(ConfigText({"x", "y"}));
+  kill(getpid(), SIGHUP);
+  ASSERT_TRUE(WaitFor([](const View& v) {
+    return v.vips == std::vector<std::string>{"x", "y"} && v.stats.reloads_ok >= 1;
+  }));
+  GatewayAnswers();  // the loop goes on; and a later event publishes nothing older
+  ASSERT_TRUE(WaitFor([](const View& v) { return v.stats.neighbor_updates == 1; }));
+  EXPECT_EQ(Look().vips, (std::vector<std::string>{"x", "y"}));
+  EXPECT_EQ(Look().stats.reloads_refused, 0u);
+}
+
 // SIGTERM during a build that never ends: Run returns anyway (the build is
 // abandoned after a bounded wait).
 TEST_F(ControllerTest, SigtermDuringABuildStops) {
