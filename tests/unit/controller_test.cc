@@ -100,6 +100,10 @@ struct Gate {
     open = o;
     cv.notify_all();
   }
+  int Started() {
+    std::lock_guard<std::mutex> lock(mu);
+    return started;
+  }
   bool WaitStarted(int n) {
     std::unique_lock<std::mutex> lock(mu);
     return cv.wait_for(lock, std::chrono::seconds(30), [&] { return started >= n; });
@@ -292,7 +296,7 @@ TEST_F(ControllerTest, BuildsOffTheControlThreadAndPublishesOnlyTheNewest) {
   EXPECT_EQ(after.stats.reloads_ok, 1u);
   EXPECT_EQ(after.stats.reloads_refused, 0u);
   EXPECT_TRUE(after.next_hops_known);  // learned during the build, kept
-  EXPECT_GE(gate_->started, 2);
+  EXPECT_GE(gate_->Started(), 2);
   EXPECT_EQ(LogLines("superseded").size(), 1u);
   EXPECT_EQ(Stop(), "SIGTERM");
 }
