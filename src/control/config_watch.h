@@ -26,8 +26,9 @@ class ConfigWatch {
   int fd() const { return fd_; }
   /// Reads the pending events; true if one concerns the config file (closed
   /// after writing, moved into place, created as anything but a regular file
-  /// being written, or deleted, at the path or at its resolved target), if the path now resolves to another file, or if
-  /// the kernel's event queue overflowed (events were lost: reload to be sure).
+  /// being written, or deleted, at the path or at its resolved target), if
+  /// the path now resolves to another file (a symlink swapped), or if the
+  /// kernel's event queue overflowed (events were lost: reload to be sure).
   bool ConsumeEvents();
 
  private:

@@ -35,8 +35,9 @@ absl::StatusOr<std::unique_ptr<const LbState>> LoadAndBuild(const BuildJob& job,
   absl::StatusOr<std::unique_ptr<const LbState>> state =
       BuildLbState(*config, job.previous.get(), job.options);
   if (!state.ok()) {
-    return absl::Status(state.status().code(), absl::StrFormat("%s: %s", job.config_path,
-                                                               std::string(state.status().message())));
+    return absl::Status(state.status().code(),
+                        absl::StrFormat("%s: %s", job.config_path,
+                                        std::string(state.status().message())));
   }
   return state;
 }

@@ -193,7 +193,9 @@ class ControllerTest : public ::testing::Test {
     gate_->Set(true);  // a build left running (abandoned) may end
     controller_.reset();
     publisher_.reset();
-    for (void* m; rte_ring_dequeue(from_control_, &m) == 0;) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+    for (void* m; rte_ring_dequeue(from_control_, &m) == 0;) {
+      rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+    }
     rte_ring_free(to_control_);
     rte_ring_free(from_control_);
     rte_mempool_free(pool_);
@@ -458,7 +460,8 @@ TEST_F(ControllerTest, AWriteInProgressIsNotLoaded) {
   ASSERT_EQ(write(fd, full.data() + prefix.size(), full.size() - prefix.size()),
             static_cast<ssize_t>(full.size() - prefix.size()));
   close(fd);
-  ASSERT_TRUE(WaitFor([](const View& v) { return v.stats.reloads_ok + v.stats.reloads_refused >= 1; }));
+  ASSERT_TRUE(WaitFor(
+      [](const View& v) { return v.stats.reloads_ok + v.stats.reloads_refused >= 1; }));
   // A later change, as a marker: what came before it is all counted by then.
   ReplaceWith(ConfigText({"a", "b", "c", "d"}));
   ASSERT_TRUE(WaitFor([](const View& v) { return v.vips.size() == 4; }));
