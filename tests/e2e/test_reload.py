@@ -3,7 +3,9 @@
 re-weighting and removing *other* backends byte for byte; a drained backend
 (weight 0) keeps its flow and takes no new ones; a removed backend takes no
 new connections; an invalid edit is refused (file:line logged) while traffic
-goes on, and the corrected file is picked up."""
+goes on, and the corrected file is picked up; so are a dangling link and a
+symlink loop put in its place; maglbctl stats reads every page of a VIP with
+600 backends and of a list of 600+ VIPs."""
 import json
 import os
 import re
@@ -176,6 +178,25 @@ def test():
         shown = re.findall(r'^vip "(many-\d+)"', r.stdout, re.M)
         check(shown == want and "INCOMPLETE" not in r.stdout and r.stderr == "",
               "maglbctl stats (table) shows all 600 many-NNN VIPs, in order, exit 0")
+
+        # 11. the config replaced by a dangling link, then a symlink loop: each
+        # attempt is refused, logged and counted; then a good file is loaded
+        gen = tb.generation()
+        refused = tb.stats()["stats"]["reloads_refused"]
+        for target, says in (("missing.toml", "No such file or directory"),
+                             (os.path.basename(tb.config_path), "Too many levels of symbolic links")):
+            tmp = tb.config_path + ".lnk"
+            os.symlink(target, tmp)
+            os.rename(tmp, tb.config_path)
+            refused += 1
+            tb.wait_for(lambda: tb.stats()["stats"]["reloads_refused"] == refused,
+                        "reloads_refused = %d" % refused, 10)
+            line = [x for x in tb.read_log().splitlines() if "refused" in x][-1]
+            check(says in line and "still serving generation %d" % gen in line and
+                  tb.generation() == gen, "a config replaced by a link to %s: refused, logged (%s)"
+                  % (target, line.split("maglb: ", 1)[-1]))
+        tb.reload(lbtest.config_text(backends))
+        check(tb.stats()["stats"]["last_refusal"] == "", "then a good file is picked up")
 
     check_incomplete_reply()
     check_cut_vip_list()
