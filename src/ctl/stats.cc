@@ -318,7 +318,7 @@ absl::StatusOr<VipList> FetchVipNames(TelemetryClient& client) {
   for (int attempt = 0; attempt < kPageAttempts; ++attempt) {
     absl::StatusOr<Json> first = client.Query("/maglb/vips", nullptr);
     if (!first.ok()) return first.status();
-    if (first->type != Json::kObject) return absl::DataLossError("/maglb/vips answered null");
+    if (first->type != Json::kObject) return absl::UnavailableError("maglb answered null to /maglb/vips (shutting down?)");
     VipList list;
     auto append = [&](const Json& page) {
       const Json* names = page.Get("names");
