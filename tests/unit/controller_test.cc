@@ -58,7 +58,10 @@ class EalEnvironment : public ::testing::Environment {
     if (!ok) error = rte_strerror(rte_errno);
   }
   void TearDown() override {
-    if (ok) rte_eal_cleanup();
+    if (!ok) return;
+    std::string runtime_dir = rte_eal_get_runtime_dir();
+    rte_eal_cleanup();
+    std::filesystem::remove_all(runtime_dir);  // EAL leaves its (empty) directory
   }
   static inline bool ok = false;
   static inline std::string error;
