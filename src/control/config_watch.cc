@@ -2,6 +2,7 @@
 
 #include <limits.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,7 +15,20 @@ namespace maglb {
 
 namespace {
 
-constexpr uint32_t kFileEvents = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MODIFY;
+// Only events after which the file is complete: a writer closing it, a file
+// renamed into place, a name created or removed. Not IN_MODIFY: an editor
+// pausing mid-write would have a truncated prefix loaded (most prefixes of a
+// config are valid configs with fewer VIPs).
+constexpr uint32_t kFileEvents = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE;
+
+// IN_CREATE of a regular file comes when it is opened, still empty: its
+// IN_CLOSE_WRITE follows once it is written. Anything else created under the
+// name (a symlink, a directory) is complete at once.
+bool CreatedComplete(const std::string& dir, const char* name) {
+  struct stat st;
+  std::string path = dir + "/" + name;
+  return lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode);
+}
 
 // "dir/name" -> {"dir", "name"}; "name" -> {".", "name"}.
 std::pair<std::string, std::string> SplitPath(const std::string& path) {
@@ -38,7 +52,7 @@ absl::StatusOr<ConfigWatch> ConfigWatch::Create(const std::string& path) {
     return absl::InternalError(
         absl::StrFormat("cannot watch %s for config changes: %s", dir, std::strerror(err)));
   }
-  ConfigWatch w(fd, wd, path, name);
+  ConfigWatch w(fd, wd, path, name, dir);
   w.Resolve();
   return w;
 }
@@ -49,8 +63,10 @@ ConfigWatch::ConfigWatch(ConfigWatch&& other) noexcept
       target_wd_(other.target_wd_),
       path_(std::move(other.path_)),
       file_name_(std::move(other.file_name_)),
+      dir_(std::move(other.dir_)),
       target_(std::move(other.target_)),
-      target_name_(std::move(other.target_name_)) {
+      target_name_(std::move(other.target_name_)),
+      target_dir_(std::move(other.target_dir_)) {
   other.fd_ = -1;
 }
 
@@ -68,9 +84,11 @@ bool ConfigWatch::Resolve() {
     target_wd_ = -1;
   }
   target_name_.clear();
+  target_dir_.clear();
   if (!target_.empty()) {
     auto [dir, name] = SplitPath(target_);
     target_name_ = name;
+    target_dir_ = dir;
     int wd = inotify_add_watch(fd_, dir.c_str(), kFileEvents);
     // The same directory as the path's (no symlink) gives the same watch:
     // that one is not ours to remove.
@@ -91,17 +109,26 @@ bool ConfigWatch::ConsumeEvents() {
       const auto* ev = reinterpret_cast<const inotify_event*>(buf + off);
       if (ev->mask & IN_Q_OVERFLOW) relevant = true;  // events lost: cannot tell
       if (ev->len > 0) {
-        if (ev->wd == dir_wd_ && file_name_ == ev->name) relevant = true;
-        if (ev->wd >= 0 && ev->wd == (target_wd_ >= 0 ? target_wd_ : dir_wd_) &&
-            target_name_ == ev->name) {
-          relevant = true;
+        const bool at_path = ev->wd == dir_wd_ && file_name_ == ev->name;
+        const bool at_target = ev->wd >= 0 && ev->wd == (target_wd_ >= 0 ? target_wd_ : dir_wd_) &&
+                               target_name_ == ev->name;
+        if (at_path || at_target) {
+          if (!(ev->mask & IN_CREATE) ||
+              CreatedComplete(at_path ? dir_ : target_dir_, ev->name)) {
+            relevant = true;
+          }
         }
       }
       off += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
     }
   }
-  // A symlink along the way may have been swapped (..data renamed over).
-  if (any && Resolve()) relevant = true;
+  // A symlink along the way may have been swapped (..data renamed over): the
+  // path now names another, complete file. A regular file appearing at the
+  // path itself is not complete yet: its close or rename says when.
+  if (any && Resolve()) {
+    struct stat st;
+    if (target_.empty() || lstat(path_.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) relevant = true;
+  }
   return relevant;
 }
 

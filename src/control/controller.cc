@@ -20,8 +20,6 @@ namespace {
 // The control loop wakes at least this often to pass ARP/ND frames on and
 // ask for unresolved next hops.
 constexpr int kPollMs = 10;
-// Editors write a file in several steps; reload once it has been quiet this long.
-constexpr uint64_t kReloadSettleNs = 150'000'000;
 constexpr unsigned kMaxControlFramesPerPass = 64;
 
 }  // namespace
@@ -44,6 +42,9 @@ absl::Status Controller::Start(const Config& config) {
                         absl::StrFormat("%s: %s", config.source, std::string(state.status().message())));
   }
   options_.publisher->Publish(*std::move(state));
+  absl::StatusOr<std::unique_ptr<ReloadBuilder>> builder = ReloadBuilder::Create(options_.build);
+  if (!builder.ok()) return builder.status();
+  builder_ = *std::move(builder);
   absl::StatusOr<ConfigWatch> watch = ConfigWatch::Create(options_.config_path);
   if (watch.ok()) {
     watch_.emplace(*std::move(watch));
@@ -55,7 +56,8 @@ absl::Status Controller::Start(const Config& config) {
 }
 
 // Counts and logs a refused reload; the running state stays as it is.
-void Controller::RefuseReload(const char* why, const std::string& msg, const LbState& current) {
+void Controller::RefuseReload(const std::string& why, const std::string& msg,
+                              const LbState& current) {
   {
     std::lock_guard<std::mutex> lock(options_.publisher->mutex());
     ++stats_.reloads_refused;
@@ -65,46 +67,74 @@ void Controller::RefuseReload(const char* why, const std::string& msg, const LbS
                           current.generation()));
 }
 
-void Controller::Reload(const char* why) {
+void Controller::RequestReload(const char* why) {
+  ++reload_seq_;
+  reload_why_ = why;
+  // Started at the end of this pass (triggers of one pass make one build),
+  // or after the running build, whose result is then stale.
+  build_wanted_ = true;
+}
+
+void Controller::StartBuild() {
+  build_wanted_ = false;
   const LbState* current = options_.publisher->Current();
-  absl::StatusOr<Config> config = LoadConfig(options_.config_path);
-  if (!config.ok()) {
-    std::string msg(config.status().message());
-    RefuseReload(why, msg, *current);
+  BuildJob job;
+  job.seq = reload_seq_;
+  job.why = reload_why_;
+  job.config_path = options_.config_path;
+  // The helper thread reads copies: the control thread may publish (and
+  // free) snapshots and learn neighbours meanwhile. Copying shares tables.
+  job.previous = std::make_shared<const LbState>(*current);
+  auto neighbors = std::make_shared<const NeighborTable>(neighbors_);
+  job.options.port_mac = options_.port.mac;
+  job.options.resolve = [neighbors](const IpAddress& a) { return neighbors->Lookup(a); };
+  build_neighbor_changes_ = neighbor_changes_;
+  builder_->Start(std::move(job));
+}
+
+void Controller::FinishBuild() {
+  std::optional<BuildResult> result = builder_->Take();
+  if (!result) return;
+  const LbState* current = options_.publisher->Current();
+  if (result->job.seq != reload_seq_) {
+    // A newer change came while this one was built: only the newest is
+    // published (or refused).
+    LogLine(absl::StrFormat("reload (%s): superseded by a newer change (%s) while building; "
+                            "building that",
+                            result->job.why, reload_why_));
+    return;  // build_wanted_ is set: the loop starts it
+  }
+  if (!result->state.ok()) {
+    RefuseReload(result->job.why, std::string(result->state.status().message()), *current);
     return;
   }
+  std::unique_ptr<const LbState> next = *std::move(result->state);
   // The packet buffers were sized from the MTU at start (port.cc); frames of
   // a larger MTU would not fit them and every one would be dropped.
-  if (options_.port.max_mtu != 0 && config->lb.mtu > options_.port.max_mtu) {
-    RefuseReload(why,
+  const LbConfig& lb = next->config().lb;
+  if (options_.port.max_mtu != 0 && lb.mtu > options_.port.max_mtu) {
+    RefuseReload(result->job.why,
                  absl::StrFormat("%s:%d: lb.mtu: %u is above %u, the largest MTU the packet "
                                  "buffers sized at start (for mtu %u) hold; raising it needs a "
                                  "restart",
-                                 options_.config_path, config->lb.mtu_line, config->lb.mtu,
+                                 result->job.config_path, lb.mtu_line, lb.mtu,
                                  options_.port.max_mtu, current->config().lb.mtu),
                  *current);
     return;
   }
-  LbStateOptions opts;
-  opts.port_mac = options_.port.mac;
-  opts.resolve = Resolver();
-  absl::StatusOr<std::unique_ptr<const LbState>> next = BuildLbState(*config, current, opts);
-  if (!next.ok()) {
-    std::string msg = absl::StrFormat("%s: %s", options_.config_path,
-                                      std::string(next.status().message()));
-    RefuseReload(why, msg, *current);
-    return;
+  if (neighbor_changes_ != build_neighbor_changes_) {
+    next = next->WithNeighbors(Resolver());  // learned during the build
   }
-  const LbStateChange& change = (*next)->change();
+  const LbStateChange& change = next->change();
   // Conntrack tables are sized and timed once, at start (no allocation later).
-  const ConntrackConfig& a = config->conntrack;
+  const ConntrackConfig& a = next->config().conntrack;
   const ConntrackConfig& b = current->config().conntrack;
   bool conntrack_changed = a.capacity != b.capacity ||
                            a.tcp_established_timeout_s != b.tcp_established_timeout_s ||
                            a.tcp_closing_timeout_s != b.tcp_closing_timeout_s ||
                            a.tcp_syn_timeout_s != b.tcp_syn_timeout_s ||
                            a.udp_timeout_s != b.udp_timeout_s;
-  neighbors_.SetConfig(*config);
+  neighbors_.SetConfig(next->config());
   std::string summary = change.ToString();
   {
     std::lock_guard<std::mutex> lock(options_.publisher->mutex());
@@ -112,8 +142,8 @@ void Controller::Reload(const char* why) {
     if (change.empty()) ++stats_.reloads_unchanged;
     stats_.last_refusal.clear();
   }
-  options_.publisher->Publish(*std::move(next));
-  LogLine(absl::StrFormat("reload (%s): %s%s", why, summary,
+  options_.publisher->Publish(std::move(next));
+  LogLine(absl::StrFormat("reload (%s): %s%s", result->job.why, summary,
                           conntrack_changed ? "; [conntrack] changes apply at the next restart" : ""));
   // New next hops: ask at once rather than at the next periodic pass.
   SendNeighborRequests(NowNs());
@@ -191,37 +221,41 @@ void Controller::HandleControlFrames(uint64_t now_ns) {
     if (changed) ++stats_.neighbor_updates;
     stats_.neighbor_ignored = neighbors_.ignored();
   }
-  if (changed) RepublishNeighbors();
+  if (changed) {
+    ++neighbor_changes_;
+    RepublishNeighbors();
+  }
 }
 
 std::string Controller::Run() {
-  uint64_t reload_at = 0;  // 0: none pending
-  const char* reload_why = "";
   while (true) {
-    pollfd fds[2] = {{options_.signal_fd, POLLIN, 0}, {watch_ ? watch_->fd() : -1, POLLIN, 0}};
-    poll(fds, 2, kPollMs);
+    pollfd fds[3] = {{options_.signal_fd, POLLIN, 0},
+                     {watch_ ? watch_->fd() : -1, POLLIN, 0},
+                     {builder_->fd(), POLLIN, 0}};
+    poll(fds, 3, kPollMs);
     uint64_t now = NowNs();
     if (fds[0].revents & POLLIN) {
       signalfd_siginfo si;
       while (read(options_.signal_fd, &si, sizeof(si)) == sizeof(si)) {
         if (si.ssi_signo == SIGHUP) {
-          Reload("SIGHUP");
-          reload_at = 0;
+          RequestReload("SIGHUP");
         } else {
+          if (builder_->busy() &&
+              !builder_->Abandon(std::chrono::milliseconds(kShutdownBuildWaitMs))) {
+            LogLine(absl::StrFormat("stopping with a reload (%s) still building: abandoned",
+                                    reload_why_));
+          }
           return si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM";
         }
       }
     }
+    // Every complete write, rename or removal is one reload attempt: a file
+    // that is missing or unreadable is refused (logged, counted) like a bad one.
     if (watch_ && (fds[1].revents & POLLIN) && watch_->ConsumeEvents()) {
-      reload_at = now + kReloadSettleNs;
-      reload_why = "file changed";
+      RequestReload("file changed");
     }
-    if (reload_at != 0 && now >= reload_at) {
-      reload_at = 0;
-      if (access(options_.config_path.c_str(), R_OK) == 0) {
-        Reload(reload_why);
-      }  // else: moved away mid-edit; its replacement triggers another event
-    }
+    if (fds[2].revents & POLLIN) FinishBuild();
+    if (build_wanted_ && !builder_->busy()) StartBuild();
     HandleControlFrames(now);
     SendNeighborRequests(now);
   }

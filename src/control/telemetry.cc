@@ -41,7 +41,8 @@ std::string Hex(uint64_t v) { return absl::StrFormat("%016x", v); }
 
 // DPDK's reply buffer is 16 KB (MAX_OUTPUT_LEN, not exported); what does not
 // fit is left out without a word. A /maglb/vip page keeps its backend arrays
-// within this, leaving the rest for the VIP's own fields and the keys.
+// (a /maglb/vips page its VIP arrays) within this, leaving the rest for the
+// other fields and the keys.
 constexpr size_t kVipBackendBudget = 16 * 1024 - 2048;
 
 size_t Digits(uint64_t v) {
@@ -131,10 +132,25 @@ int CmdStats(const char*, const char*, rte_tel_data* d) {
   return 0;
 }
 
-int CmdVips(const char*, const char*, rte_tel_data* d) {
+// "", "OFFSET": the first VIP of a page. False on anything else.
+bool ParseOffset(const char* params, size_t* offset) {
+  *offset = 0;
+  if (params == nullptr || *params == '\0') return true;
+  std::string p = params;
+  if (p.size() > 9 || p.find_first_not_of("0123456789") != std::string::npos) return false;
+  *offset = std::stoul(p);
+  return true;
+}
+
+// One page of VIP names and fingerprints from OFFSET, with vip_total and
+// vip_offset: within DPDK's array limit and, by printed length, its reply
+// limit (beyond either DPDK silently drops entries), as /maglb/vip pages
+// backends.
+int CmdVips(const char*, const char* params, rte_tel_data* d) {
   ControllerRef ref;  // shutdown waits for it
   Controller* controller = ref.get();
-  if (controller == nullptr) return -1;
+  size_t offset = 0;
+  if (controller == nullptr || !ParseOffset(params, &offset)) return -1;
   rte_tel_data_start_dict(d);
   controller->WithView([&](const LbState& state, const CounterTotals&, const ControlStats&,
                              const ControllerOptions&) {
@@ -143,10 +159,18 @@ int CmdVips(const char*, const char*, rte_tel_data* d) {
     rte_tel_data* fps = rte_tel_data_alloc();
     rte_tel_data_start_array(names, RTE_TEL_STRING_VAL);
     rte_tel_data_start_array(fps, RTE_TEL_STRING_VAL);
-    for (const VipState& v : state.vips()) {
+    size_t used = 0, count = 0;
+    for (size_t i = offset; i < state.vips().size() && count < RTE_TEL_MAX_ARRAY_ENTRIES; ++i) {
+      const VipState& v = state.vips()[i];
+      const size_t cost = v.name.size() + 3 + 16 + 3;
+      if (count > 0 && used + cost > kVipBackendBudget) break;
+      used += cost;
+      ++count;
       rte_tel_data_add_array_string(names, v.name.c_str());
       rte_tel_data_add_array_string(fps, Hex(v.fingerprint()).c_str());
     }
+    rte_tel_data_add_dict_u64(d, "vip_total", state.vips().size());
+    rte_tel_data_add_dict_u64(d, "vip_offset", offset);
     rte_tel_data_add_dict_container(d, "names", names, 0);
     rte_tel_data_add_dict_container(d, "fingerprints", fps, 0);
   });
@@ -264,7 +288,8 @@ void RegisterTelemetry(Controller* controller) {
   rte_telemetry_register_cmd("/maglb/stats", CmdStats,
                              "maglb totals: packets, drops by reason, conntrack, reloads");
   rte_telemetry_register_cmd("/maglb/vips", CmdVips,
-                             "maglb VIP names and table fingerprints, with the config generation");
+                             "A page of maglb VIP names and table fingerprints (vip_offset, "
+                             "vip_total), with the config generation. Parameters: [first VIP]");
   rte_telemetry_register_cmd("/maglb/vip", CmdVip,
                              "One maglb VIP and a page of its backends' counters (backend_offset, "
                              "backend_total). Parameters: VIP name[,first backend]");

@@ -2,7 +2,9 @@
 // read the LB over /var/run/dpdk/<prefix>/dpdk_telemetry.v2:
 //   /maglb/stats       totals: packets, bytes, drops by reason, local replies,
 //                      conntrack occupancy per worker, reloads, generation
-//   /maglb/vips        generation, VIP names and table fingerprints
+//   /maglb/vips[,OFFSET]
+//                      generation, VIP names and table fingerprints: one page
+//                      from OFFSET, with vip_total and vip_offset
 //   /maglb/vip,NAME[,OFFSET]
 //                      one VIP: its settings, fingerprint, counters, and per
 //                      backend (parallel arrays) name, address, weight,

@@ -305,6 +305,62 @@ absl::StatusOr<Json> FetchVip(TelemetryClient& client, const std::string& name) 
       name, kPageAttempts));
 }
 
+// Every VIP name. /maglb/vips answers a page at a time (DPDK's arrays hold
+// 512 entries, its reply 16 KB), so the pages are fetched and joined; a
+// reload between pages (generation or VIP count changed) starts over.
+struct VipList {
+  std::vector<std::string> names;
+  std::string gap;  ///< what is missing, in words; "" if the list is whole
+};
+
+absl::StatusOr<VipList> FetchVipNames(TelemetryClient& client) {
+  constexpr size_t kDpdkArrayLimit = 512;  // RTE_TEL_MAX_ARRAY_ENTRIES
+  for (int attempt = 0; attempt < kPageAttempts; ++attempt) {
+    absl::StatusOr<Json> first = client.Query("/maglb/vips", nullptr);
+    if (!first.ok()) return first.status();
+    if (first->type != Json::kObject) return absl::UnavailableError("maglb answered null to /maglb/vips (shutting down?)");
+    VipList list;
+    auto append = [&](const Json& page) {
+      const Json* names = page.Get("names");
+      if (names == nullptr) return size_t{0};
+      for (const Json& n : names->items) list.names.push_back(n.str);
+      return names->items.size();
+    };
+    append(*first);
+    if (first->Get("vip_total") == nullptr) {
+      // An older maglb: one reply is all there is, cut silently at DPDK's limit.
+      if (list.names.size() >= kDpdkArrayLimit) {
+        list.gap = absl::StrFormat(
+            "%u VIP names, DPDK's array limit: the list may be cut (this maglb does not page "
+            "/maglb/vips)",
+            list.names.size());
+      }
+      return list;
+    }
+    const uint64_t total = first->U64("vip_total");
+    bool restart = false;
+    while (list.names.size() < total) {
+      absl::StatusOr<Json> page =
+          client.Query(absl::StrFormat("/maglb/vips,%u", list.names.size()), nullptr);
+      if (!page.ok()) return page.status();
+      if (page->type != Json::kObject || page->U64("generation") != first->U64("generation") ||
+          page->U64("vip_total") != total) {
+        restart = true;
+        break;
+      }
+      if (append(*page) == 0) break;  // reported as short
+    }
+    if (restart) continue;
+    if (list.names.size() < total) {
+      list.gap = absl::StrFormat("%u of %u VIP names", list.names.size(), total);
+    }
+    return list;
+  }
+  return absl::UnavailableError(absl::StrFormat(
+      "the VIP list changed while it was read, %d times: reloading fast? try again",
+      kPageAttempts));
+}
+
 // What the reply of a VIP lacks for its backend count, in words; "" if none.
 std::string VipGaps(const Json& v) {
   const Json* names = v.Get("backend_names");
@@ -323,7 +379,7 @@ std::string VipGaps(const Json& v) {
   return absl::StrJoin(gaps, ", ");
 }
 
-void PrintTable(const Json& stats, const std::vector<Json>& vips) {
+void PrintTable(const Json& stats, const std::vector<Json>& vips, const std::string& vip_gap) {
   std::printf("maglb: generation %llu, up %llus, %llu worker(s); port %s\n",
               static_cast<unsigned long long>(stats.U64("generation")),
               static_cast<unsigned long long>(stats.U64("uptime_s")),
@@ -411,6 +467,9 @@ void PrintTable(const Json& stats, const std::vector<Json>& vips) {
       std::printf("  INCOMPLETE: the reply lacks values (%s); \"?\" marks them\n", gaps.c_str());
     }
   }
+  if (!vip_gap.empty()) {
+    std::printf("\nINCOMPLETE: VIPs are missing from this list (%s)\n", vip_gap.c_str());
+  }
 }
 
 }  // namespace
@@ -440,47 +499,55 @@ int CmdStats(int argc, char** argv) {
     std::fprintf(stderr, "maglbctl: %s\n", std::string(s.message()).c_str());
     return kExitError;
   }
-  std::string stats_raw, vips_raw;
+  std::string stats_raw;
   absl::StatusOr<Json> stats = client.Query("/maglb/stats", &stats_raw);
-  absl::StatusOr<Json> vips = stats.ok() ? client.Query("/maglb/vips", &vips_raw) : stats;
-  if (!vips.ok()) {
-    std::fprintf(stderr, "maglbctl: %s\n", std::string(vips.status().message()).c_str());
+  if (!stats.ok()) {
+    std::fprintf(stderr, "maglbctl: %s\n", std::string(stats.status().message()).c_str());
     return kExitError;
   }
-  if (stats->type != Json::kObject || vips->type != Json::kObject) {
+  if (stats->type != Json::kObject) {
     std::fprintf(stderr, "maglbctl: %s does not answer /maglb/stats: is it maglb?\n",
                  socket_path.c_str());
+    return kExitError;
+  }
+  absl::StatusOr<VipList> vips = FetchVipNames(client);
+  if (!vips.ok()) {
+    std::fprintf(stderr, "maglbctl: %s\n", std::string(vips.status().message()).c_str());
     return kExitError;
   }
   std::vector<Json> details;
   std::vector<std::string> details_raw;
   int rc = kExitOk;
-  if (const Json* names = vips->Get("names")) {
-    for (const Json& n : names->items) {
-      absl::StatusOr<Json> v = FetchVip(client, n.str);
-      if (!v.ok()) {
-        std::fprintf(stderr, "maglbctl: %s\n", std::string(v.status().message()).c_str());
-        return kExitError;
-      }
-      if (v->type != Json::kObject) continue;  // removed by a reload meanwhile
-      if (std::string gaps = VipGaps(*v); !gaps.empty()) {
-        std::fprintf(stderr, "maglbctl: warning: vip \"%s\": incomplete reply from maglb: %s\n",
-                     n.str.c_str(), gaps.c_str());
-        rc = kExitError;
-      }
-      std::string raw;
-      AppendQuoted(n.str, &raw);
-      raw += ": ";
-      AppendJson(*v, &raw);
-      details_raw.push_back(std::move(raw));
-      details.push_back(*std::move(v));
+  if (!vips->gap.empty()) {
+    // Never a silent exit 0 on a cut list.
+    std::fprintf(stderr, "maglbctl: warning: incomplete VIP list from maglb: %s\n",
+                 vips->gap.c_str());
+    rc = kExitError;
+  }
+  for (const std::string& name : vips->names) {
+    absl::StatusOr<Json> v = FetchVip(client, name);
+    if (!v.ok()) {
+      std::fprintf(stderr, "maglbctl: %s\n", std::string(v.status().message()).c_str());
+      return kExitError;
     }
+    if (v->type != Json::kObject) continue;  // removed by a reload meanwhile
+    if (std::string gaps = VipGaps(*v); !gaps.empty()) {
+      std::fprintf(stderr, "maglbctl: warning: vip \"%s\": incomplete reply from maglb: %s\n",
+                   name.c_str(), gaps.c_str());
+      rc = kExitError;
+    }
+    std::string raw;
+    AppendQuoted(name, &raw);
+    raw += ": ";
+    AppendJson(*v, &raw);
+    details_raw.push_back(std::move(raw));
+    details.push_back(*std::move(v));
   }
   if (format == "json") {
     std::printf("{\"stats\": %s, \"vips\": {%s}}\n", stats_raw.c_str(),
                 absl::StrJoin(details_raw, ", ").c_str());
   } else {
-    PrintTable(*stats, details);
+    PrintTable(*stats, details, vips->gap);
   }
   return rc;
 }

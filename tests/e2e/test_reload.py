@@ -3,7 +3,9 @@
 re-weighting and removing *other* backends byte for byte; a drained backend
 (weight 0) keeps its flow and takes no new ones; a removed backend takes no
 new connections; an invalid edit is refused (file:line logged) while traffic
-goes on, and the corrected file is picked up."""
+goes on, and the corrected file is picked up; so are a dangling link and a
+symlink loop put in its place; maglbctl stats reads every page of a VIP with
+600 backends and of a list of 600+ VIPs."""
 import json
 import os
 import re
@@ -158,7 +160,46 @@ def test():
               all("?" not in x for x in rows) and "INCOMPLETE" not in r.stdout and r.stderr == "",
               "maglbctl stats (table): 600 web-big rows, each with its address and resolved next hop")
 
+        # 10. 600 VIPs: more than one /maglb/vips reply holds (512 entries an
+        # array); maglbctl reads every page and lists every VIP
+        many = []
+        for i in range(600):
+            many += ['[[vip]]', 'name = "many-%03d"' % i,
+                     'address = "10.102.%d.%d"' % (i // 200, 1 + i % 200), 'protocol = "udp"',
+                     'port = 53', 'forwarding = "gre"', 'table_size = 251',
+                     '  [[vip.backend]]', '  name = "be1"', '  address = "%s"' % lbtest.BACKENDS["be1"]]
+        tb.reload(lbtest.config_text(backends, extra="\n".join(many) + "\n"))
+        want = ["many-%03d" % i for i in range(600)]
+        r = lbtest.run([lbtest.MAGLBCTL, "stats", "--prefix", tb.prefix, "--format", "json"], timeout=60)
+        listed = json.loads(r.stdout)["vips"]
+        check(all(n in listed for n in want) and len(listed) > 600 and r.stderr == "",
+              "maglbctl stats --format json lists all %d VIPs (600 many-NNN among them)" % len(listed))
+        r = lbtest.run([lbtest.MAGLBCTL, "stats", "--prefix", tb.prefix], timeout=60)
+        shown = re.findall(r'^vip "(many-\d+)"', r.stdout, re.M)
+        check(shown == want and "INCOMPLETE" not in r.stdout and r.stderr == "",
+              "maglbctl stats (table) shows all 600 many-NNN VIPs, in order, exit 0")
+
+        # 11. the config replaced by a dangling link, then a symlink loop: each
+        # attempt is refused, logged and counted; then a good file is loaded
+        gen = tb.generation()
+        refused = tb.stats()["stats"]["reloads_refused"]
+        for target, says in (("missing.toml", "No such file or directory"),
+                             (os.path.basename(tb.config_path), "Too many levels of symbolic links")):
+            tmp = tb.config_path + ".lnk"
+            os.symlink(target, tmp)
+            os.rename(tmp, tb.config_path)
+            refused += 1
+            tb.wait_for(lambda: tb.stats()["stats"]["reloads_refused"] == refused,
+                        "reloads_refused = %d" % refused, 10)
+            line = [x for x in tb.read_log().splitlines() if "refused" in x][-1]
+            check(says in line and "still serving generation %d" % gen in line and
+                  tb.generation() == gen, "a config replaced by a link to %s: refused, logged (%s)"
+                  % (target, line.split("maglb: ", 1)[-1]))
+        tb.reload(lbtest.config_text(backends))
+        check(tb.stats()["stats"]["last_refusal"] == "", "then a good file is picked up")
+
     check_incomplete_reply()
+    check_cut_vip_list()
 
 
 def check_incomplete_reply():
@@ -206,6 +247,74 @@ def check_incomplete_reply():
     finally:
         srv.close()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def fake_maglb_stats(reply, fmt="table"):
+    """maglbctl stats against a fake telemetry socket; reply(cmd) is the
+    value it answers to cmd (None: null)."""
+    tmp = tempfile.mkdtemp(prefix="mlb-fake-telemetry-")
+    path = os.path.join(tmp, "dpdk_telemetry.v2")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    srv.bind(path)
+    srv.listen(1)
+
+    def serve():
+        conn, _ = srv.accept()
+        conn.send(json.dumps({"version": "fake", "pid": 1, "max_output_len": 16384}).encode())
+        while True:
+            cmd = conn.recv(1024).decode()
+            if not cmd:
+                break
+            conn.send(json.dumps({cmd.split(",", 1)[0]: reply(cmd)}).encode())
+        conn.close()
+
+    try:
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        r = lbtest.run([lbtest.MAGLBCTL, "stats", "--socket", path, "--format", fmt], check_rc=False)
+        t.join(5)
+        return r
+    finally:
+        srv.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def check_cut_vip_list():
+    """A VIP list cut short (a page that brings nothing, or an older maglb
+    at DPDK's 512-entry limit) is never printed with exit 0."""
+    def vip(name):
+        v = {"name": name, "address": "10.100.0.9", "protocol": "tcp", "port": 80, "fingerprint": "00",
+             "generation": 1, "backend_total": 1, "backend_offset": 0}
+        for k in ("backend_names", "backend_addresses"):
+            v[k] = ["a"]
+        for k in ("backend_weights", "backend_table_entries", "backend_packets", "backend_bytes",
+                  "backend_new_flows", "backend_next_hop_resolved"):
+            v[k] = [1]
+        return v
+
+    def paged(cmd):
+        pages = {"/maglb/vips": ["a", "b"], "/maglb/vips,2": []}
+        if cmd in pages:
+            return {"generation": 1, "vip_total": 3, "vip_offset": int(cmd.partition(",")[2] or 0),
+                    "names": pages[cmd], "fingerprints": ["00"] * len(pages[cmd])}
+        return {"generation": 1} if cmd == "/maglb/stats" else vip(cmd.split(",")[1])
+
+    for fmt in ("table", "json"):
+        r = fake_maglb_stats(paged, fmt)
+        check(r.returncode == 1 and "incomplete VIP list from maglb: 2 of 3 VIP names" in r.stderr and
+              (fmt == "json" or "INCOMPLETE: VIPs are missing" in r.stdout),
+              "maglbctl stats --format %s: a VIP list cut short is named, exit 1 (%s)"
+              % (fmt, r.stderr.strip()))
+
+    def unpaged(cmd):  # a maglb from before paging: 512 names, maybe more
+        if cmd == "/maglb/vips":
+            return {"generation": 1, "names": ["v%d" % i for i in range(512)]}
+        return {"generation": 1} if cmd == "/maglb/stats" else vip(cmd.split(",")[1])
+
+    r = fake_maglb_stats(unpaged)
+    check(r.returncode == 1 and "the list may be cut" in r.stderr and r.stdout.count('\nvip "') == 512,
+          "maglbctl stats: 512 names from a maglb that does not page: warned, exit 1 (%s)"
+          % r.stderr.strip())
 
 
 if __name__ == "__main__":

@@ -215,6 +215,42 @@ TEST_F(ConfigWatchTest, SeesInPlaceWritesAndRenamesOfTheFileOnly) {
   EXPECT_TRUE(w->ConsumeEvents());
 }
 
+// An editor writing in place, pausing mid-write: nothing until it closes the
+// file, then one event. A new file created at the path likewise waits for
+// its close; a symlink or a directory created there is complete at once.
+TEST_F(ConfigWatchTest, OnlyCompleteWritesCount) {
+  absl::StatusOr<ConfigWatch> w = ConfigWatch::Create(path_);
+  ASSERT_TRUE(w.ok()) << w.status();
+  int fd = open(path_.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, "[lb]\n", 5), 5);
+  EXPECT_FALSE(w->ConsumeEvents());  // a prefix: not yet
+  ASSERT_EQ(write(fd, "hash_seed = 1\n", 14), 14);
+  EXPECT_FALSE(w->ConsumeEvents());
+  close(fd);
+  EXPECT_TRUE(w->ConsumeEvents());
+  EXPECT_FALSE(w->ConsumeEvents());
+
+  ASSERT_EQ(unlink(path_.c_str()), 0);
+  EXPECT_TRUE(w->ConsumeEvents());  // gone: a reload attempt (refused, logged)
+  fd = open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  EXPECT_FALSE(w->ConsumeEvents());  // created, still empty
+  ASSERT_EQ(write(fd, "[lb]\n", 5), 5);
+  EXPECT_FALSE(w->ConsumeEvents());
+  close(fd);
+  EXPECT_TRUE(w->ConsumeEvents());
+
+  ASSERT_EQ(unlink(path_.c_str()), 0);
+  w->ConsumeEvents();
+  std::filesystem::create_symlink("missing.toml", path_);  // dangling, still an attempt
+  EXPECT_TRUE(w->ConsumeEvents());
+  ASSERT_EQ(unlink(path_.c_str()), 0);
+  w->ConsumeEvents();
+  std::filesystem::create_directory(path_);
+  EXPECT_TRUE(w->ConsumeEvents());
+}
+
 // A Kubernetes ConfigMap volume: maglb.toml -> ..data/maglb.toml, ..data ->
 // ..v1; an update writes ..v2 and renames a new symlink over ..data. No event
 // names maglb.toml in the watched directory, yet the file changed.
@@ -262,17 +298,14 @@ TEST_F(ConfigWatchTest, QueueOverflowMeansReload) {
   if (max_events > 200000) GTEST_SKIP() << "max_queued_events " << max_events << " too large";
   absl::StatusOr<ConfigWatch> w = ConfigWatch::Create(path_);
   ASSERT_TRUE(w.ok()) << w.status();
-  // Modifications of two other files, alternating (the kernel merges
+  // Writes closed in two other files, alternating (the kernel merges
   // identical consecutive events): more than the queue holds.
-  int a = open((dir_ + "/a.toml").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-  int b = open((dir_ + "/b.toml").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-  ASSERT_GE(a, 0);
-  ASSERT_GE(b, 0);
   for (long i = 0; i < max_events + 100; ++i) {
-    ASSERT_EQ(write(i % 2 == 0 ? a : b, "x", 1), 1);
+    int fd = open((dir_ + (i % 2 == 0 ? "/a.toml" : "/b.toml")).c_str(),
+                  O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0);
+    close(fd);
   }
-  close(a);
-  close(b);
   EXPECT_TRUE(w->ConsumeEvents());
   EXPECT_FALSE(w->ConsumeEvents());
 }
