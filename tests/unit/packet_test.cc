@@ -205,6 +205,100 @@ TEST(VipMatcherTest, EmptyMatchesNothing) {
   EXPECT_EQ(m.Match(a.bytes.data(), false, 6, 80), 42);
 }
 
+// Address sets an operator may configure that the old unkeyed hash put on one
+// probe run (issue 8, point 2): every VIP must sit within kMaxProbe slots of
+// its home, so that a lookup of any address reads at most that many.
+std::vector<VipConfig> AdversarialVips(const std::string& kind) {
+  std::vector<VipConfig> vips;
+  for (uint32_t i = 0; i < 4096; ++i) {
+    VipConfig v;
+    v.protocol = Protocol::kTcp;
+    v.port = 443;
+    IpAddress a;
+    if (kind == "v6_last_two_bytes") {  // 2001:db8::0000 .. 2001:db8::0fff
+      a = Ip("2001:db8::");
+      a.bytes[14] = static_cast<uint8_t>(i >> 8);
+      a.bytes[15] = static_cast<uint8_t>(i);
+    } else if (kind == "v6_one_per_64") {  // 2001:db8:0:i::1
+      a = Ip("2001:db8::1");
+      a.bytes[6] = static_cast<uint8_t>(i >> 8);
+      a.bytes[7] = static_cast<uint8_t>(i);
+    } else if (kind == "v6_high_bytes") {  // i:db8::1: only the first bytes vary
+      a = Ip("2001:db8::1");
+      a.bytes[0] = static_cast<uint8_t>(i >> 8);
+      a.bytes[1] = static_cast<uint8_t>(i);
+    } else if (kind == "v4_sequence") {  // 10.0.0.0 ..
+      a = IpAddress::V4(10, 0, static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(i));
+    } else {  // v4_stride_256: 10.i.0.1
+      a = IpAddress::V4(10, static_cast<uint8_t>(i >> 4), static_cast<uint8_t>(i << 4), 1);
+    }
+    v.address = a;
+    vips.push_back(v);
+  }
+  return vips;
+}
+
+class VipMatcherAdversarialTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(VipMatcherAdversarialTest, BoundedProbeAllMatchNonVipsMiss) {
+  const std::vector<VipConfig> vips = AdversarialVips(GetParam());
+  // Several fixed keys (a test must not depend on the process's random one),
+  // and the process's own.
+  std::vector<VipMatcher> matchers;
+  for (uint64_t k : {0ull, 1ull, 0x0123456789ABCDEFull}) {
+    matchers.emplace_back(vips, VipHashKey{k, ~k});
+  }
+  matchers.emplace_back(vips);
+  for (const VipMatcher& m : matchers) {
+    EXPECT_LE(m.max_probe(), VipMatcher::kMaxProbe);
+    EXPECT_GE(m.index_slots(), 4 * vips.size());
+    EXPECT_LE(m.build_attempts(), 8u);  // converges (load <= 1/4): one or two keys
+    for (size_t i = 0; i < vips.size(); ++i) {
+      const IpAddress& a = vips[i].address;
+      ASSERT_EQ(m.Match(a.bytes.data(), a.is_v6, kIpProtoTcp, 443), i);
+      ASSERT_TRUE(m.IsVipAddress(a.bytes.data(), a.is_v6));
+      ASSERT_EQ(m.Match(a.bytes.data(), a.is_v6, kIpProtoUdp, 443), VipMatcher::kNone);
+      ASSERT_EQ(m.Match(a.bytes.data(), a.is_v6, kIpProtoTcp, 80), VipMatcher::kNone);
+      // Neighbours of the set in the same pattern (last byte past the set,
+      // another prefix) are no VIPs.
+      IpAddress other = a;
+      other.bytes[a.is_v6 ? 4 : 0] ^= 0x40;
+      ASSERT_EQ(m.Match(other.bytes.data(), other.is_v6, kIpProtoTcp, 443), VipMatcher::kNone);
+      ASSERT_FALSE(m.IsVipAddress(other.bytes.data(), other.is_v6));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sets, VipMatcherAdversarialTest,
+                         ::testing::Values("v6_last_two_bytes", "v6_one_per_64", "v6_high_bytes",
+                                           "v4_sequence", "v4_stride_256"));
+
+TEST(VipMatcherTest, KeyChangesLayoutNotAnswers) {
+  const std::vector<VipConfig> vips = AdversarialVips("v6_last_two_bytes");
+  const VipMatcher a(vips, VipHashKey{1, 2});
+  const VipMatcher b(vips, VipHashKey{3, 4});
+  for (size_t i = 0; i < vips.size(); i += 97) {
+    const IpAddress& v = vips[i].address;
+    EXPECT_EQ(a.Match(v.bytes.data(), true, kIpProtoTcp, 443), b.Match(v.bytes.data(), true, kIpProtoTcp, 443));
+  }
+  // The process key is drawn once and is not the fixed test key.
+  EXPECT_EQ(&VipMatcher::DefaultKey(), &VipMatcher::DefaultKey());
+  EXPECT_FALSE(VipMatcher::DefaultKey().k0 == 0 && VipMatcher::DefaultKey().k1 == 0);
+}
+
+TEST(VipMatcherTest, DuplicateKeepsFirstAndGroupsAcrossOrder) {
+  // Specs of one address interleaved with others: grouped whatever the order.
+  VipMatcher m({Vip("10.0.0.1", Protocol::kTcp, 80), Vip("10.0.0.2", Protocol::kTcp, 80),
+                Vip("10.0.0.1", Protocol::kTcp, 80), Vip("10.0.0.1", Protocol::kTcp, 0),
+                Vip("10.0.0.1", Protocol::kTcp, 0), Vip("10.0.0.1", Protocol::kTcp, 443)},
+               VipHashKey{5, 6});
+  const IpAddress a = Ip("10.0.0.1");
+  EXPECT_EQ(m.Match(a.bytes.data(), false, kIpProtoTcp, 80), 0);
+  EXPECT_EQ(m.Match(a.bytes.data(), false, kIpProtoTcp, 443), 5);
+  EXPECT_EQ(m.Match(a.bytes.data(), false, kIpProtoTcp, 7), 3);
+  EXPECT_EQ(m.size(), 4u);  // 80, 443, wildcard of .1; 80 of .2
+}
+
 // ---------------------------------------------------- header combinations
 
 struct Combo {
