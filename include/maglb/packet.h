@@ -291,7 +291,7 @@ class VipMatcher {
     uint16_t index;
   };
   void Rebuild();
-  bool PlaceGroups(uint32_t capacity);
+  bool PlaceGroups(uint32_t capacity, uint32_t bound);
   const Group* FindGroup(const uint8_t* addr, bool is_v6, uint8_t protocol) const;
 
   std::vector<Spec> specs_;  // control-path copy, in insertion order
