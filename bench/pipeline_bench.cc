@@ -11,7 +11,11 @@
 //   BM_Pipeline_Existing     packets of 1M established flows, random order
 //   BM_Pipeline_SynFlood     every packet a new flow (SYN), table already full
 //   BM_Pipeline_ExistingHot  as Existing, 1024 flows (conntrack in cache)
+//   BM_Pipeline_Existing_ChecksumNic / _ChecksumSoftware  as Existing, each
+//                            frame's IPv4 header checksum computed in prepare,
+//                            then vouched for by the NIC / verified by Classify
 //   BM_Step_Classify         prepare + Classify only (packet library)
+//   BM_Step_Classify_ChecksumNic / _ChecksumSoftware  the same split for Classify
 //   BM_Step_ClassifyForward  prepare + Classify + Forward (GRE) only
 //   BM_Pipeline_SynFloodBounded  as SynFlood, the VIP with bounded loads (eps 0.25)
 #include <benchmark/benchmark.h>
@@ -59,8 +63,10 @@ Config BenchConfig() {
   return c;
 }
 
-// A 60-byte Ethernet/IPv4/TCP frame to the VIP (checksums are not checked on
-// the forwarding path, so they are left 0).
+// A 60-byte Ethernet/IPv4/TCP frame to the VIP. Checksums are left 0: the
+// TCP checksum is not checked on the forwarding path, and the IPv4 header
+// checksum is either vouched for by the "NIC" (the default, as with receive
+// offload) or computed per frame by Bursts (ChecksumMode).
 void WriteTemplate(uint8_t* f) {
   static const uint8_t kFrame[kFrameLen] = {
       0x02, 0, 0, 0, 0, 0x01, 0x02, 0, 0, 0, 0, 0x02, 0x08, 0x00,  // Ethernet
@@ -72,10 +78,17 @@ void WriteTemplate(uint8_t* f) {
   std::memcpy(f, kFrame, kFrameLen);
 }
 
+// How the IPv4 header checksum reaches Classify.
+enum class ChecksumMode {
+  kNicVerified,        // field 0, hint kGood: a NIC with RX_OFFLOAD_IPV4_CKSUM
+  kValidNicVerified,   // field computed per frame, hint kGood (baseline of the next)
+  kValidSoftware,      // field computed per frame, hint kUnknown: verified in software
+};
+
 // Per-burst preparation shared by every benchmark: the NIC's part.
 class Bursts {
  public:
-  Bursts() : storage_(kPool * kBufSize) {}
+  explicit Bursts(ChecksumMode mode = ChecksumMode::kNicVerified) : storage_(kPool * kBufSize), mode_(mode) {}
 
   PacketRef* Next(const uint32_t* flows, uint8_t tcp_flags) {
     uint8_t* base = storage_.data() + next_ * kBurst * kBufSize;
@@ -98,6 +111,15 @@ class Bursts {
       r.len = kFrameLen;
       r.headroom = kHeadroom;
       r.tailroom = kBufSize - kHeadroom - kFrameLen;
+      r.rx_ip_checksum = mode_ == ChecksumMode::kValidSoftware ? RxChecksum::kUnknown : RxChecksum::kGood;
+      if (mode_ != ChecksumMode::kNicVerified) {
+        uint32_t sum = 0;
+        for (size_t k = 14; k < 34; k += 2) sum += uint32_t{f[k]} << 8 | f[k + 1];
+        sum = (sum & 0xFFFF) + (sum >> 16);
+        sum = (sum & 0xFFFF) + (sum >> 16);
+        f[24] = static_cast<uint8_t>(~sum >> 8);
+        f[25] = static_cast<uint8_t>(~sum);
+      }
     }
     return refs_;
   }
@@ -105,6 +127,7 @@ class Bursts {
  private:
   std::vector<uint8_t> storage_;
   size_t next_ = 0;
+  ChecksumMode mode_;
   PacketRef refs_[kBurst];
 };
 
@@ -178,9 +201,9 @@ void BM_Baseline_TouchBytes(benchmark::State& state) {
 }
 BENCHMARK(BM_Baseline_TouchBytes);
 
-void BM_Pipeline_Existing(benchmark::State& state) {
+void PipelineExisting(benchmark::State& state, ChecksumMode mode) {
   Fixture& fx = SharedFixture();
-  Bursts bursts;
+  Bursts bursts(mode);
   size_t pos = 0;
   const size_t mask = fx.order.size() - 1;
   const uint64_t new_before = fx.worker->counters().vip[0].new_flows.value();
@@ -198,7 +221,18 @@ void BM_Pipeline_Existing(benchmark::State& state) {
   state.counters["transmitted"] = static_cast<double>(fx.worker->counters().tx_packets.value() - tx_before) / n;
   state.counters["tracked"] = static_cast<double>(fx.worker->conntrack().CountLive(kNow));
 }
+void BM_Pipeline_Existing(benchmark::State& state) { PipelineExisting(state, ChecksumMode::kNicVerified); }
 BENCHMARK(BM_Pipeline_Existing);
+// As Existing, with a valid IPv4 header checksum per frame, vouched for by the
+// NIC or verified in software (issue 8, point 15).
+void BM_Pipeline_Existing_ChecksumNic(benchmark::State& state) {
+  PipelineExisting(state, ChecksumMode::kValidNicVerified);
+}
+BENCHMARK(BM_Pipeline_Existing_ChecksumNic);
+void BM_Pipeline_Existing_ChecksumSoftware(benchmark::State& state) {
+  PipelineExisting(state, ChecksumMode::kValidSoftware);
+}
+BENCHMARK(BM_Pipeline_Existing_ChecksumSoftware);
 
 void BM_Pipeline_SynFlood(benchmark::State& state) {
   Fixture& fx = SharedFixture();
@@ -238,23 +272,34 @@ void BM_Pipeline_ExistingHot(benchmark::State& state) {
 BENCHMARK(BM_Pipeline_ExistingHot);
 
 // Where the time goes: the packet library's steps alone, on the same bursts.
-void BM_Step_Classify(benchmark::State& state) {
+void StepClassify(benchmark::State& state, ChecksumMode mode) {
   Fixture& fx = SharedFixture();
-  Bursts bursts;
+  Bursts bursts(mode);
   size_t pos = 0;
   const size_t mask = fx.order.size() - 1;
   ParsedPacket parsed;
+  uint64_t to_vip = 0;
   for (auto _ : state) {
     PacketRef* p = bursts.Next(&fx.order[pos], 0x10);
     pos = (pos + kBurst) & mask;
     for (size_t i = 0; i < kBurst; ++i) {
-      Verdict v = Classify({p[i].data, p[i].len}, fx.state->matcher(), fx.state->local(), &parsed);
+      Verdict v = Classify({p[i].data, p[i].len}, fx.state->matcher(), fx.state->local(), &parsed, nullptr,
+                           p[i].rx_ip_checksum);
+      to_vip += v.action == Action::kToVip;
       benchmark::DoNotOptimize(v);
     }
   }
   Report(state);
+  state.counters["to_vip"] = static_cast<double>(to_vip) / static_cast<double>(state.iterations() * kBurst);
 }
+void BM_Step_Classify(benchmark::State& state) { StepClassify(state, ChecksumMode::kNicVerified); }
 BENCHMARK(BM_Step_Classify);
+// The software IPv4 header check (issue 8, point 15): the same frames with a
+// valid checksum, vouched for by the NIC or verified by Classify.
+void BM_Step_Classify_ChecksumNic(benchmark::State& state) { StepClassify(state, ChecksumMode::kValidNicVerified); }
+BENCHMARK(BM_Step_Classify_ChecksumNic);
+void BM_Step_Classify_ChecksumSoftware(benchmark::State& state) { StepClassify(state, ChecksumMode::kValidSoftware); }
+BENCHMARK(BM_Step_Classify_ChecksumSoftware);
 
 void BM_Step_ClassifyForward(benchmark::State& state) {
   Fixture& fx = SharedFixture();

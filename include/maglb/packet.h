@@ -61,6 +61,18 @@
 // that owns the flow (a software hand-off between workers, or a NIC flow
 // rule hashing the inner header), not done yet.
 //
+// ## TTL / hop limit
+//
+// The LB is not a routing hop for what it forwards: GRE / IP-in-IP carry the
+// client's packet unchanged inside a new outer header, and L2 DSR rewrites
+// only the Ethernet header, so the inner TTL / hop limit is neither
+// decremented nor checked against 1 (as Maglev and Katran do), and the LB
+// sends no ICMP time-exceeded. A packet that arrives with TTL / hop limit 0
+// is invalid (no router may send it, RFC 1812 5.3.1; no host either, RFC
+// 1122 3.2.1.7, RFC 8200 3): it is dropped as kTtlZero, whatever its
+// destination, without an ICMP error. The outer header of an encapsulated
+// packet gets [lb] encap_ttl.
+//
 // ## Ping to a VIP
 //
 // ICMP/ICMPv6 echo requests to a VIP address are answered by the LB itself
@@ -114,6 +126,8 @@ inline constexpr int kMaxIpv6ExtHeaders = 8;
   X(kBadIpVersion, "bad_ip_version")              /* version nibble != ethertype */     \
   X(kBadIhl, "bad_ihl")                           /* IPv4 IHL < 5 */                    \
   X(kBadIpLength, "bad_ip_length")                /* length field vs header/frame */    \
+  X(kBadIpv4Checksum, "bad_ipv4_checksum")        /* header checksum (NIC or software) */ \
+  X(kTtlZero, "ttl_zero")                         /* TTL / hop limit 0: see "TTL" */    \
   X(kBadIp6ExtChain, "bad_ip6_ext_chain")         /* too long, truncated, misplaced */  \
   X(kBadFragment, "bad_fragment")                 /* impossible offset/length */        \
   X(kBadTcpOffset, "bad_tcp_offset")              /* data offset < 5 or past end */     \
@@ -127,6 +141,10 @@ inline constexpr int kMaxIpv6ExtHeaders = 8;
   X(kNotForUs, "not_for_us")                      /* ARP/ND about another address */    \
   X(kBadNd, "bad_nd")                             /* hop limit != 255, truncated */     \
   X(kBadChecksum, "bad_checksum")                 /* locally answered ICMP */           \
+  X(kIcmpRateLimited, "icmp_rate_limited")        /* echo reply / ICMP error over the limit */ \
+  X(kArpNdRateLimited, "arp_nd_rate_limited")     /* ARP / NA reply over the limit */   \
+  X(kBroadcastSource, "broadcast_source")         /* would answer a group/unspecified source */ \
+  X(kBroadcastDestination, "broadcast_destination") /* no reply/error for a group destination */ \
   X(kNoBackend, "no_backend")                     /* VIP table empty (all draining) */  \
   X(kMtuExceeded, "mtu_exceeded")                 /* too big: answered with ICMP */     \
   X(kMtuExceededNoIcmp, "mtu_exceeded_no_icmp")   /* too big, ICMP not allowed */       \
@@ -307,6 +325,15 @@ class VipMatcher {
   size_t num_wildcards_ = 0;
 };
 
+/// What the NIC said about a received frame's IPv4 header checksum (DPDK's
+/// RTE_MBUF_F_RX_IP_CKSUM_* flags, mapped by the data plane so that the core
+/// stays DPDK-free).
+enum class RxChecksum : uint8_t {
+  kUnknown,  ///< not checked (no offload, or not IPv4 to the NIC): verify in software
+  kGood,     ///< the NIC verified it (or vouches for the header: CKSUM_NONE)
+  kBad,      ///< the NIC found it wrong: drop
+};
+
 /// Parses `frame` and decides what to do with it. `*out` is fully rewritten.
 /// Reads only within `frame`; never writes it.
 ///
@@ -318,9 +345,18 @@ class VipMatcher {
 /// Broadcast and multicast destinations pass (ARP requests, neighbour
 /// solicitations to solicited-node groups). Null: no check (callers that
 /// classify frames already accepted, and tests of the layers above).
+///
+/// IPv4 header checksum: `ip_checksum` is the NIC's verdict; kUnknown (the
+/// default) verifies it in software (about 2 ns for a 20-byte header), kBad
+/// drops. Either way a bad header is dropped as kBadIpv4Checksum, before
+/// anything is looked up: the LB would otherwise forward it inside a tunnel
+/// with a fresh, valid outer checksum, hiding the corruption from the
+/// backend. The header quoted in an ICMP error is not checked (routers may
+/// quote it as they saw it).
 Verdict Classify(std::span<const uint8_t> frame, const VipMatcher& vips,
                  const LocalAddresses& local, ParsedPacket* out,
-                 const MacAddress* port_mac = nullptr);
+                 const MacAddress* port_mac = nullptr,
+                 RxChecksum ip_checksum = RxChecksum::kUnknown);
 
 }  // namespace maglb
 

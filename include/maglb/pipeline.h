@@ -80,6 +80,7 @@ struct PacketRef {
   uint16_t len = 0;         ///< frame length (in)
   uint16_t headroom = 0;    ///< writable bytes before `data` (in)
   uint16_t tailroom = 0;    ///< writable bytes after data + len (in; replies may grow)
+  RxChecksum rx_ip_checksum = RxChecksum::kUnknown;  ///< in: the NIC's IPv4 header check
   PacketAction action = PacketAction::kDrop;  ///< out
   DropReason reason = DropReason::kTooShort;  ///< out, kDrop only
   int16_t offset = 0;       ///< out: the frame to send starts at data + offset

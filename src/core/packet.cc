@@ -63,6 +63,24 @@ bool SameGroupAddress(const std::array<uint8_t, 16>& group, const uint8_t* addr,
   return is_v6 ? std::memcmp(group.data(), addr, 16) == 0 : std::memcmp(group.data(), addr, 4) == 0;
 }
 
+// The IPv4 header at `h` (IHL already checked: 20..60 bytes, in the frame)
+// sums to 0xFFFF in ones' complement, checksum field included. Native-order
+// 32-bit words: the folded sum is byte-order independent when it is 0xFFFF.
+inline bool Ipv4HeaderChecksumOk(const uint8_t* h) {
+  const size_t ihl = size_t{h[0] & 0x0Fu} * 4;
+  uint64_t s = 0;
+  for (size_t i = 0; i < ihl; i += 4) {
+    uint32_t w;
+    std::memcpy(&w, h + i, 4);
+    s += w;
+  }
+  // At most 15 words: s < 2^36; three folds bring it to 16 bits.
+  s = (s & 0xFFFF) + (s >> 16);
+  s = (s & 0xFFFF) + (s >> 16);
+  s = (s & 0xFFFF) + (s >> 16);
+  return s == 0xFFFF;
+}
+
 // What the IPv4/IPv6 header parser found; offsets into the frame. Passed by
 // value to the rare paths so that on the common one it stays in registers.
 struct IpInfo {
@@ -494,7 +512,8 @@ bool VipMatcher::IsVipAddress(const uint8_t* addr, bool is_v6) const {
 // ------------------------------------------------------------------ Classify
 
 Verdict Classify(std::span<const uint8_t> frame, const VipMatcher& vips,
-                 const LocalAddresses& local, ParsedPacket* out, const MacAddress* port_mac) {
+                 const LocalAddresses& local, ParsedPacket* out, const MacAddress* port_mac,
+                 RxChecksum ip_checksum) {
   *out = ParsedPacket{};
   ParsedPacket& p = *out;
   const uint8_t* d = frame.data();
@@ -528,6 +547,12 @@ Verdict Classify(std::span<const uint8_t> frame, const VipMatcher& vips,
   if (ethertype == kEtherTypeIpv4) {
     is_v6 = false;
     if (!ParseIpv4(d, off, n, false, &ip, &why)) return Verdict::Drop(why);
+    // After the structural checks (so that a malformed header keeps its own
+    // reason), before anything is looked up by its fields.
+    if (ip_checksum != RxChecksum::kGood &&
+        (ip_checksum == RxChecksum::kBad || !Ipv4HeaderChecksumOk(d + off))) [[unlikely]] {
+      return Verdict::Drop(DropReason::kBadIpv4Checksum);
+    }
   } else if (ethertype == kEtherTypeIpv6) {
     is_v6 = true;
     if (!ParseIpv6(d, off, n, false, &ip, &why)) return Verdict::Drop(why);
@@ -536,6 +561,9 @@ Verdict Classify(std::span<const uint8_t> frame, const VipMatcher& vips,
   } else {
     return Verdict::Drop(DropReason::kBadEtherType);
   }
+
+  // TTL / hop limit (packet.h): only 0 is refused; the LB does not decrement.
+  if (ip.ttl == 0) [[unlikely]] return Verdict::Drop(DropReason::kTtlZero);
 
   p.ip_version = is_v6 ? 6 : 4;
   p.l3_len = static_cast<uint16_t>(ip.ip_len);

@@ -407,7 +407,8 @@ void Worker::ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint6
     PacketRef& pkt = pkts[i];
     rx_bytes += pkt.len;
     pkt.extra_count = 0;
-    verdict_[i] = Classify({pkt.data, pkt.len}, state.matcher(), state.local(), &parsed_[i], port_mac);
+    verdict_[i] = Classify({pkt.data, pkt.len}, state.matcher(), state.local(), &parsed_[i], port_mac,
+                           pkt.rx_ip_checksum);
   }
   // Hash in a second pass: hashing a key right after the parser wrote it
   // piecewise stalls on store-to-load forwarding.

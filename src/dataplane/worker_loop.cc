@@ -53,6 +53,21 @@ bool ToControl(const WorkerContext& c, rte_mbuf* m) {
   return true;
 }
 
+// The NIC's verdict on the IPv4 header checksum, for the DPDK-free core.
+// CKSUM_NONE: the header's integrity was verified even though the field is
+// not valid in the data (a PMD that checked and then stripped it).
+RxChecksum RxIpChecksum(uint64_t ol_flags) {
+  switch (ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) {
+    case RTE_MBUF_F_RX_IP_CKSUM_GOOD:
+    case RTE_MBUF_F_RX_IP_CKSUM_NONE:
+      return RxChecksum::kGood;
+    case RTE_MBUF_F_RX_IP_CKSUM_BAD:
+      return RxChecksum::kBad;
+    default:
+      return RxChecksum::kUnknown;
+  }
+}
+
 // One RX burst from `rx_port` through the pipeline. Returns how many frames
 // came in.
 uint16_t Serve(const WorkerContext& c, uint16_t rx_port, const LbState* state, TxBuffer& back,
@@ -81,6 +96,7 @@ uint16_t Serve(const WorkerContext& c, uint16_t rx_port, const LbState* state, T
     r.len = rte_pktmbuf_data_len(m);
     r.headroom = rte_pktmbuf_headroom(m);
     r.tailroom = rte_pktmbuf_tailroom(m);
+    r.rx_ip_checksum = RxIpChecksum(m->ol_flags);
     kept[np++] = m;
   }
   if (np > 0) c.worker->ProcessBurst(refs, np, *state, NowNs());

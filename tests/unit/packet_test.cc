@@ -554,6 +554,10 @@ TEST_F(ClassifyTest, EveryClassifyDropReason) {
   f[16] = 0;
   f[17] = 19;  // shorter than the header
   check(f, DropReason::kBadIpLength);
+  f = syn4;
+  f[14 + 10] ^= 0x01;  // header checksum
+  check(f, DropReason::kBadIpv4Checksum);
+  check(Frame4({.src = h4.src, .dst = h4.dst, .ttl = 0}, Tcp(1, 80)), DropReason::kTtlZero);
   Ip6 deep = h6;
   for (int i = 0; i < 9; ++i) deep.ext.push_back(Ext6{.type = 60});
   check(Frame6(deep, Tcp(1, 443)), DropReason::kBadIp6ExtChain);
@@ -596,12 +600,85 @@ TEST_F(ClassifyTest, EveryClassifyDropReason) {
 
   // The rest are decided after classification (pipeline, encapsulation) and
   // are tested there (encap_test, pipeline tests).
-  const std::set<DropReason> later = {DropReason::kNoBackend, DropReason::kMtuExceeded,
+  const std::set<DropReason> later = {DropReason::kIcmpRateLimited, DropReason::kArpNdRateLimited,
+                                      DropReason::kBroadcastSource, DropReason::kBroadcastDestination,
+                                      DropReason::kNoBackend, DropReason::kMtuExceeded,
                                       DropReason::kMtuExceededNoIcmp, DropReason::kNoEncapSource,
                                       DropReason::kNoHeadroom, DropReason::kNoNeighbor};
   for (size_t i = 0; i < kNumDropReasons; ++i) {
     const DropReason r = static_cast<DropReason>(i);
     EXPECT_TRUE(covered.count(r) || later.count(r)) << "untested: " << DropReasonName(r);
+  }
+}
+
+// ------------------------------------------------ IPv4 header checksum
+
+// Classify with the NIC's verdict on the header checksum.
+TEST_F(ClassifyTest, Ipv4HeaderChecksumSoftwareAndNicHint) {
+  const Ip4 h4{.src = Ip("198.51.100.7"), .dst = Ip("10.0.0.1")};
+  const Bytes good = Frame4(h4, Tcp(1, 80));
+  Bytes bad = good;
+  bad[14 + 10] ^= 0x80;
+  // With IP options too: the software check covers the whole IHL.
+  Bytes opts = Frame4({.src = h4.src, .dst = h4.dst, .options = Bytes{1, 1, 1, 0}}, Tcp(1, 80));
+  Bytes opts_bad = opts;
+  opts_bad[14 + 21] ^= 0x04;  // an option byte, checksum unchanged
+  auto run = [&](const Bytes& f, RxChecksum hint) {
+    std::vector<uint8_t> copy(f);
+    return Classify(copy, vips_, local_, &p_, nullptr, hint);
+  };
+  // Unknown (no offload): software decides.
+  EXPECT_EQ(run(good, RxChecksum::kUnknown).action, Action::kToVip);
+  EXPECT_EQ(run(opts, RxChecksum::kUnknown).action, Action::kToVip);
+  for (const Bytes* f : {&bad, &opts_bad}) {
+    const Verdict v = run(*f, RxChecksum::kUnknown);
+    EXPECT_EQ(v.action, Action::kDrop);
+    EXPECT_EQ(DropReasonName(v.reason), "bad_ipv4_checksum");
+  }
+  // Good: the NIC checked; software trusts it (a frame whose bytes differ from
+  // what the NIC saw cannot happen, so the hint alone decides).
+  EXPECT_EQ(run(good, RxChecksum::kGood).action, Action::kToVip);
+  EXPECT_EQ(run(bad, RxChecksum::kGood).action, Action::kToVip);
+  // Bad: dropped, whatever the bytes say.
+  const Verdict v = run(good, RxChecksum::kBad);
+  EXPECT_EQ(v.action, Action::kDrop);
+  EXPECT_EQ(DropReasonName(v.reason), "bad_ipv4_checksum");
+  // Structural errors keep their own reason; IPv6 has no header checksum
+  // (a kBad hint cannot concern it).
+  Bytes short_ihl = bad;
+  short_ihl[14] = 0x44;
+  EXPECT_EQ(DropReasonName(run(short_ihl, RxChecksum::kUnknown).reason), "bad_ihl");
+  const Bytes v6 = Frame6({.src = Ip("2001:db8:c::7"), .dst = Ip("2001:db8::1")}, Tcp(1, 443));
+  EXPECT_EQ(run(v6, RxChecksum::kBad).action, Action::kToVip);
+  // A checksum of 0xFFFF vs 0x0000 (the same in ones' complement): a header
+  // whose checksum field holds the other zero still verifies.
+  for (uint16_t id = 0; id < 2048; ++id) {
+    Bytes f = Frame4({.src = h4.src, .dst = h4.dst, .id = id}, Tcp(1, 80));
+    ASSERT_EQ(run(f, RxChecksum::kUnknown).action, Action::kToVip) << id;
+    f[14 + 4] ^= 0x10;
+    ASSERT_EQ(run(f, RxChecksum::kUnknown).action, Action::kDrop) << id;
+  }
+}
+
+// ------------------------------------------------------- TTL / hop limit
+
+TEST_F(ClassifyTest, TtlZeroDroppedTtlOnePassesUnchanged) {
+  for (uint8_t ttl : {0, 1}) {
+    SCOPED_TRACE(int{ttl});
+    const Bytes f4 = Frame4({.src = Ip("198.51.100.7"), .dst = Ip("10.0.0.1"), .ttl = ttl}, Tcp(1, 80));
+    const Bytes f6 = Frame6({.src = Ip("2001:db8:c::7"), .dst = Ip("2001:db8::1"), .hop_limit = ttl}, Tcp(1, 443));
+    const Bytes ping = Frame4({.src = Ip("198.51.100.7"), .dst = Ip("192.0.2.10"), .proto = 1, .ttl = ttl},
+                              Echo(false, 1, 1));
+    for (const Bytes* f : {&f4, &f6, &ping}) {
+      const Verdict v = Run(*f);
+      if (ttl == 0) {
+        EXPECT_EQ(v.action, Action::kDrop);
+        EXPECT_EQ(DropReasonName(v.reason), "ttl_zero");
+      } else {
+        EXPECT_NE(v.action, Action::kDrop) << DropReasonName(v.reason);
+        EXPECT_EQ(p_.ttl, 1);  // parsed as is; forwarding does not decrement it
+      }
+    }
   }
 }
 
