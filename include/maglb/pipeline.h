@@ -60,6 +60,7 @@
 #include "maglb/encap.h"
 #include "maglb/lb_state.h"
 #include "maglb/packet.h"
+#include "maglb/reply.h"
 
 namespace maglb {
 
@@ -196,6 +197,8 @@ class Worker {
   void ToVip(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash, const Conntrack::Probe& probe,
              const VipState& vip, const LbState& state, uint64_t now_ns);
   void Local(PacketRef& pkt, const ParsedPacket& p, Action action, const LbState& state);
+  bool MayReply(PacketRef& pkt, const ParsedPacket& p, TokenBucket& bucket, DropReason over_limit,
+                const LbState& state);
   void Send(PacketRef& pkt, const ParsedPacket& p, const VipState& vip, uint16_t backend,
             uint64_t ct_hash, const LbState& state);
   [[gnu::noinline]] void SendSlow(PacketRef& pkt, const ParsedPacket& p, const VipState& vip,
@@ -220,6 +223,11 @@ class Worker {
   size_t scratch_used_ = 0;
   std::vector<ExtraFrame> extra_;
   size_t extra_count_ = 0;
+  // What the worker generates on its own ([lb] reply_rate): echo replies and
+  // ICMP errors, ARP/ND replies. now_ns_: the current burst's clock.
+  TokenBucket icmp_bucket_;
+  TokenBucket neighbor_bucket_;
+  uint64_t now_ns_ = 0;
   // Per-chunk working state, kept here so that nothing is initialised twice.
   // Cache-line aligned: how these arrays fall on lines measurably changes the
   // cost of a packet (+10% for existing flows when the members before them

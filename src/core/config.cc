@@ -263,6 +263,8 @@ absl::Status ParseLb(const toml::table& t, const std::string& source, LbConfig* 
   MAGLB_RETURN_IF_ERROR(r.Unsigned("encap_source_v6_flow_bits", 0, 64, &lb->encap_source_v6_flow_bits));
   MAGLB_RETURN_IF_ERROR(r.Unsigned("encap_ttl", 1, 255, &lb->encap_ttl));
   MAGLB_RETURN_IF_ERROR(r.Unsigned("mtu", 1280, 9216, &lb->mtu));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("reply_rate", 0, 1000000, &lb->reply_rate));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("reply_burst", 1, 100000, &lb->reply_burst));
   MAGLB_RETURN_IF_ERROR(r.CheckNoUnknownKeys());
 
   // Family checks: a v4 key must hold a v4 address, and so on.
