@@ -423,7 +423,8 @@ uint16_t Worker::BoundedLoadChoice(const VipState& vip, uint64_t flow_hash, uint
   return first;
 }
 
-void Worker::ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns) {
+void Worker::ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns,
+                          const RxChecksum* ip_checksum) {
   WorkerCounters& c = *counters_;
   // 1. Classify; hash and prefetch the conntrack buckets of VIP traffic.
   // Frames to another unicast MAC are dropped (promiscuous port, flooded
@@ -438,7 +439,7 @@ void Worker::ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint6
     rx_bytes += pkt.len;
     pkt.extra_count = 0;
     verdict_[i] = Classify({pkt.data, pkt.len}, state.matcher(), state.local(), &parsed_[i], port_mac,
-                           pkt.rx_ip_checksum);
+                           ip_checksum != nullptr ? ip_checksum[i] : RxChecksum::kUnknown);
   }
   // Hash in a second pass: hashing a key right after the parser wrote it
   // piecewise stalls on store-to-load forwarding.
@@ -489,13 +490,15 @@ void Worker::ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint6
   c.tx_bytes.Add(tx_bytes);
 }
 
-void Worker::ProcessBurst(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns) {
+void Worker::ProcessBurst(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns,
+                          const RxChecksum* ip_checksum) {
   if (state.generation() != generation_seen_) AdoptState(state);
   now_ns_ = now_ns;
   scratch_used_ = 0;
   extra_count_ = 0;
   for (size_t off = 0; off < n; off += kBurst) {
-    ProcessChunk(pkts + off, std::min(kBurst, n - off), state, now_ns);
+    ProcessChunk(pkts + off, std::min(kBurst, n - off), state, now_ns,
+                 ip_checksum != nullptr ? ip_checksum + off : nullptr);
   }
   WorkerCounters& c = *counters_;
   c.evictions.Set(conntrack_.stats().evictions);

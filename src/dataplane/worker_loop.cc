@@ -76,6 +76,7 @@ uint16_t Serve(const WorkerContext& c, uint16_t rx_port, const LbState* state, T
   rte_mbuf* kept[kRxBurst];
   rte_mbuf* drop[kRxBurst];
   PacketRef refs[kRxBurst];
+  RxChecksum ip_checksum[kRxBurst];
   uint16_t n = rte_eth_rx_burst(rx_port, c.queue, rx, kRxBurst);
   if (n == 0) return 0;
   uint16_t np = 0, ndrop = 0;
@@ -96,10 +97,10 @@ uint16_t Serve(const WorkerContext& c, uint16_t rx_port, const LbState* state, T
     r.len = rte_pktmbuf_data_len(m);
     r.headroom = rte_pktmbuf_headroom(m);
     r.tailroom = rte_pktmbuf_tailroom(m);
-    r.rx_ip_checksum = RxIpChecksum(m->ol_flags);
+    ip_checksum[np] = RxIpChecksum(m->ol_flags);
     kept[np++] = m;
   }
-  if (np > 0) c.worker->ProcessBurst(refs, np, *state, NowNs());
+  if (np > 0) c.worker->ProcessBurst(refs, np, *state, NowNs(), ip_checksum);
   for (uint16_t i = 0; i < np; ++i) {
     rte_mbuf* m = kept[i];
     const PacketRef& r = refs[i];

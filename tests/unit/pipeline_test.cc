@@ -666,8 +666,7 @@ TEST_F(PipelineTest, NicChecksumVerdictReachesClassify) {
     Bytes f = TcpFrame("10.0.0.1", 4000, "198.51.100.80", kTcpSyn);
     f[14 + 10] ^= 0x01;  // a corrupted header checksum
     Buf b(f);
-    b.ref.rx_ip_checksum = hint;
-    Run(b);
+    worker_.ProcessPacket(b.ref, *state_, kT0, hint);
     if (hint == RxChecksum::kGood) {
       EXPECT_EQ(b.ref.action, PacketAction::kTransmit);  // the NIC's word is taken
     } else {
