@@ -17,7 +17,8 @@
 //     it is re-placed by the current table.
 //  4. Forward (encap.h): encapsulate or rewrite in the packet's own buffer
 //     (headroom). Local traffic (ARP, ND, echo) and packets too big for the
-//     tunnel with DF get their reply in place (reply.h); IPv4 packets too big
+//     tunnel with DF get their reply in place (reply.h: never to a group or
+//     unspecified source, within the worker's [lb] reply_rate); IPv4 packets too big
 //     without DF are fragmented and each fragment encapsulated, in the
 //     worker's scratch memory (PacketAction::kExtra). A backend whose next-hop
 //     MAC is not resolved yet: dropped as kNoNeighbor, never sent to a zero MAC.

@@ -60,8 +60,8 @@ inline constexpr size_t kMaxIcmpTooBigLen = 14 + 2 * 4 + 1280;
 enum class ReplyCheck : uint8_t {
   kOk,
   /// The sender is no single host: a multicast/broadcast source MAC; for IP,
-  /// a source of 0.0.0.0/8, 224.0.0.0/4 multicast, 240.0.0.0/4 and
-  /// 255.255.255.255 broadcast, :: (IPv6 unspecified) or ff00::/8 multicast.
+  /// a source of 0.0.0.0/8, 127.0.0.0/8, 224.0.0.0/4 multicast, 240.0.0.0/4
+  /// and 255.255.255.255 broadcast, :: (IPv6 unspecified), ::1 or ff00::/8.
   /// An answer would go to a group (an amplifier for a spoofed source) or
   /// nowhere (RFC 1122 3.2.2 and 3.2.1.3, RFC 4443 2.4(e)).
   kGroupSource,

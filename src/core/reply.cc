@@ -227,10 +227,15 @@ namespace {
 
 bool IsGroupMac(const uint8_t* mac) { return (mac[0] & 1) != 0; }  // the I/G bit
 
-// Not a single host's address (RFC 1122 3.2.1.3, RFC 4291 2.5.2, 2.7).
+// Not a single host's address on the wire (RFC 1122 3.2.1.3 and 3.2.2:
+// zero, loopback, broadcast, multicast, class E; RFC 4291 2.5.2-2.5.3, 2.7).
 bool IsGroupOrUnspecifiedSource(const uint8_t* a, bool v6) {
-  if (v6) return a[0] == 0xFF || IsUnspecified(a);
-  return a[0] == 0 || a[0] >= 224;  // 0/8 "this network", 224/4 multicast, 240/4 and broadcast
+  if (v6) {
+    static constexpr uint8_t kLoopback[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    return a[0] == 0xFF || IsUnspecified(a) || std::memcmp(a, kLoopback, 16) == 0;
+  }
+  // 0/8 "this network", 127/8 loopback, 224/4 multicast, 240/4 and broadcast.
+  return a[0] == 0 || a[0] == 127 || a[0] >= 224;
 }
 
 bool IsGroupDestination(const uint8_t* a, bool v6) {

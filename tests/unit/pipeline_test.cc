@@ -633,13 +633,14 @@ TEST_F(PipelineTest, NeverAnswersAGroupSourceNorAboutAGroupDestination) {
   Config c = BaseConfig();
   c.lb.reply_burst = 1;  // a refused packet takes no token: the last echo still gets one
   Reload(c);
-  for (const char* src : {"255.255.255.255", "224.0.0.5", "239.1.2.3", "0.0.0.0", "0.1.2.3", "240.0.0.1"}) {
+  for (const char* src : {"255.255.255.255", "224.0.0.5", "239.1.2.3", "0.0.0.0", "0.1.2.3", "240.0.0.1",
+                          "127.0.0.1"}) {
     SCOPED_TRACE(src);
     Buf b(EchoTo(src, "192.0.2.10"));
     EXPECT_EQ(Run(b).action, PacketAction::kDrop);
     EXPECT_EQ(b.ref.reason, DropReason::kBroadcastSource);
   }
-  for (const char* src : {"::", "ff02::1", "ff05::2"}) {
+  for (const char* src : {"::", "ff02::1", "ff05::2", "::1"}) {
     SCOPED_TRACE(src);
     Buf b(EchoTo(src, "2001:db8::10"));
     EXPECT_EQ(Run(b).action, PacketAction::kDrop);
@@ -671,7 +672,7 @@ TEST_F(PipelineTest, NeverAnswersAGroupSourceNorAboutAGroupDestination) {
                                    {.dst = Mac("01:00:5e:00:00:01")}));
   EXPECT_EQ(Run(big_to_group).action, PacketAction::kDrop);
   EXPECT_EQ(big_to_group.ref.reason, DropReason::kBroadcastDestination);
-  EXPECT_EQ(Drops(DropReason::kBroadcastSource), 6u + 3u + 3u * 2u + 1u);
+  EXPECT_EQ(Drops(DropReason::kBroadcastSource), 7u + 4u + 3u * 2u + 1u);
   EXPECT_EQ(Drops(DropReason::kBroadcastDestination), 2u);
   EXPECT_EQ(Drops(DropReason::kIcmpRateLimited), 0u);
   // Unicast neighbours are still answered, and DAD (from ::) too.
