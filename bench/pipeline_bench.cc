@@ -11,7 +11,11 @@
 //   BM_Pipeline_Existing     packets of 1M established flows, random order
 //   BM_Pipeline_SynFlood     every packet a new flow (SYN), table already full
 //   BM_Pipeline_ExistingHot  as Existing, 1024 flows (conntrack in cache)
+//   BM_Pipeline_Existing_ChecksumNic / _ChecksumSoftware  as Existing, each
+//                            frame's IPv4 header checksum computed in prepare,
+//                            then vouched for by the NIC / verified by Classify
 //   BM_Step_Classify         prepare + Classify only (packet library)
+//   BM_Step_Classify_ChecksumNic / _ChecksumSoftware  the same split for Classify
 //   BM_Step_ClassifyForward  prepare + Classify + Forward (GRE) only
 //   BM_Pipeline_SynFloodBounded  as SynFlood, the VIP with bounded loads (eps 0.25)
 //   BM_Pipeline_IcmpError/0  ICMP frag-needed about tracked flows, no RssOwner
@@ -20,7 +24,9 @@
 //   BM_Pipeline_IcmpError/2  ... that finds another worker owns them (handed over)
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <vector>
@@ -65,8 +71,10 @@ Config BenchConfig() {
   return c;
 }
 
-// A 60-byte Ethernet/IPv4/TCP frame to the VIP (checksums are not checked on
-// the forwarding path, so they are left 0).
+// A 60-byte Ethernet/IPv4/TCP frame to the VIP. Checksums are left 0: the
+// TCP checksum is not checked on the forwarding path, and the IPv4 header
+// checksum is either vouched for by the "NIC" (the default, as with receive
+// offload) or computed per frame by Bursts (ChecksumMode).
 void WriteTemplate(uint8_t* f) {
   static const uint8_t kFrame[kFrameLen] = {
       0x02, 0, 0, 0, 0, 0x01, 0x02, 0, 0, 0, 0, 0x02, 0x08, 0x00,  // Ethernet
@@ -78,14 +86,23 @@ void WriteTemplate(uint8_t* f) {
   std::memcpy(f, kFrame, kFrameLen);
 }
 
+// How the IPv4 header checksum reaches Classify.
+enum class ChecksumMode {
+  kNicVerified,        // field 0, hint kGood: a NIC with RX_OFFLOAD_IPV4_CKSUM
+  kValidNicVerified,   // field computed per frame, hint kGood (baseline of the next)
+  kValidSoftware,      // field computed per frame, hint kUnknown: verified in software
+};
+
 // Per-burst preparation shared by every benchmark: the NIC's part.
 class Bursts {
  public:
-  Bursts() : storage_(kPool * kBufSize) {}
+  explicit Bursts(ChecksumMode mode = ChecksumMode::kNicVerified) : storage_(kPool * kBufSize), mode_(mode) {}
 
   PacketRef* Next(const uint32_t* flows, uint8_t tcp_flags) {
     uint8_t* base = storage_.data() + next_ * kBurst * kBufSize;
     next_ = (next_ + 1) % (kPool / kBurst);
+    const RxChecksum hint = mode_ == ChecksumMode::kValidSoftware ? RxChecksum::kUnknown : RxChecksum::kGood;
+    std::fill(std::begin(hints_), std::end(hints_), hint);
     for (size_t i = 0; i < kBurst; ++i) {
       uint8_t* f = base + i * kBufSize + kHeadroom;
       WriteTemplate(f);
@@ -105,13 +122,28 @@ class Bursts {
       r.headroom = kHeadroom;
       r.tailroom = kBufSize - kHeadroom - kFrameLen;
     }
+    if (mode_ != ChecksumMode::kNicVerified) {
+      for (size_t i = 0; i < kBurst; ++i) {
+        uint8_t* f = refs_[i].data;
+        uint32_t sum = 0;
+        for (size_t k = 14; k < 34; k += 2) sum += uint32_t{f[k]} << 8 | f[k + 1];
+        sum = (sum & 0xFFFF) + (sum >> 16);
+        sum = (sum & 0xFFFF) + (sum >> 16);
+        f[24] = static_cast<uint8_t>(~sum >> 8);
+        f[25] = static_cast<uint8_t>(~sum);
+      }
+    }
     return refs_;
   }
+  /// The NIC's checksum verdicts of the last Next() (ProcessBurst's array).
+  const RxChecksum* hints() const { return hints_; }
 
  private:
   std::vector<uint8_t> storage_;
   size_t next_ = 0;
+  ChecksumMode mode_;
   PacketRef refs_[kBurst];
+  RxChecksum hints_[kBurst];
 };
 
 struct Fixture {
@@ -132,8 +164,8 @@ struct Fixture {
     std::vector<uint32_t> ids(kBurst);
     for (uint32_t f = 0; f < flows; f += kBurst) {
       for (size_t i = 0; i < kBurst; ++i) ids[i] = f + static_cast<uint32_t>(i);
-      worker->ProcessBurst(b.Next(ids.data(), 0x02), kBurst, *state, kNow);
-      worker->ProcessBurst(b.Next(ids.data(), 0x10), kBurst, *state, kNow);
+      worker->ProcessBurst(b.Next(ids.data(), 0x02), kBurst, *state, kNow, b.hints());
+      worker->ProcessBurst(b.Next(ids.data(), 0x10), kBurst, *state, kNow, b.hints());
     }
   }
   std::unique_ptr<const LbState> state;
@@ -184,9 +216,9 @@ void BM_Baseline_TouchBytes(benchmark::State& state) {
 }
 BENCHMARK(BM_Baseline_TouchBytes);
 
-void BM_Pipeline_Existing(benchmark::State& state) {
+void PipelineExisting(benchmark::State& state, ChecksumMode mode) {
   Fixture& fx = SharedFixture();
-  Bursts bursts;
+  Bursts bursts(mode);
   size_t pos = 0;
   const size_t mask = fx.order.size() - 1;
   const uint64_t new_before = fx.worker->counters().vip[0].new_flows.value();
@@ -194,7 +226,7 @@ void BM_Pipeline_Existing(benchmark::State& state) {
   for (auto _ : state) {
     PacketRef* p = bursts.Next(&fx.order[pos], 0x10);
     pos = (pos + kBurst) & mask;
-    fx.worker->ProcessBurst(p, kBurst, *fx.state, kNow);
+    fx.worker->ProcessBurst(p, kBurst, *fx.state, kNow, bursts.hints());
     benchmark::DoNotOptimize(p[0].offset);
   }
   Report(state);
@@ -204,7 +236,18 @@ void BM_Pipeline_Existing(benchmark::State& state) {
   state.counters["transmitted"] = static_cast<double>(fx.worker->counters().tx_packets.value() - tx_before) / n;
   state.counters["tracked"] = static_cast<double>(fx.worker->conntrack().CountLive(kNow));
 }
+void BM_Pipeline_Existing(benchmark::State& state) { PipelineExisting(state, ChecksumMode::kNicVerified); }
 BENCHMARK(BM_Pipeline_Existing);
+// As Existing, with a valid IPv4 header checksum per frame, vouched for by the
+// NIC or verified in software (issue 8, point 15).
+void BM_Pipeline_Existing_ChecksumNic(benchmark::State& state) {
+  PipelineExisting(state, ChecksumMode::kValidNicVerified);
+}
+BENCHMARK(BM_Pipeline_Existing_ChecksumNic);
+void BM_Pipeline_Existing_ChecksumSoftware(benchmark::State& state) {
+  PipelineExisting(state, ChecksumMode::kValidSoftware);
+}
+BENCHMARK(BM_Pipeline_Existing_ChecksumSoftware);
 
 void BM_Pipeline_SynFlood(benchmark::State& state) {
   Fixture& fx = SharedFixture();
@@ -216,7 +259,7 @@ void BM_Pipeline_SynFlood(benchmark::State& state) {
   for (auto _ : state) {
     for (size_t i = 0; i < kBurst; ++i) ids[i] = next++ & 0x3FFFFFFF;
     PacketRef* p = bursts.Next(ids, 0x02);
-    fx.worker->ProcessBurst(p, kBurst, *fx.state, kNow);
+    fx.worker->ProcessBurst(p, kBurst, *fx.state, kNow, bursts.hints());
     benchmark::DoNotOptimize(p[0].offset);
   }
   Report(state);
@@ -236,7 +279,7 @@ void BM_Pipeline_ExistingHot(benchmark::State& state) {
   for (auto _ : state) {
     PacketRef* p = bursts.Next(&hot[pos], 0x10);
     pos = (pos + kBurst) & (hot.size() - 1);
-    fx.worker->ProcessBurst(p, kBurst, *fx.state, kNow);
+    fx.worker->ProcessBurst(p, kBurst, *fx.state, kNow, bursts.hints());
     benchmark::DoNotOptimize(p[0].offset);
   }
   Report(state);
@@ -244,23 +287,34 @@ void BM_Pipeline_ExistingHot(benchmark::State& state) {
 BENCHMARK(BM_Pipeline_ExistingHot);
 
 // Where the time goes: the packet library's steps alone, on the same bursts.
-void BM_Step_Classify(benchmark::State& state) {
+void StepClassify(benchmark::State& state, ChecksumMode mode) {
   Fixture& fx = SharedFixture();
-  Bursts bursts;
+  Bursts bursts(mode);
   size_t pos = 0;
   const size_t mask = fx.order.size() - 1;
   ParsedPacket parsed;
+  uint64_t to_vip = 0;
   for (auto _ : state) {
     PacketRef* p = bursts.Next(&fx.order[pos], 0x10);
     pos = (pos + kBurst) & mask;
     for (size_t i = 0; i < kBurst; ++i) {
-      Verdict v = Classify({p[i].data, p[i].len}, fx.state->matcher(), fx.state->local(), &parsed);
+      Verdict v = Classify({p[i].data, p[i].len}, fx.state->matcher(), fx.state->local(), &parsed, nullptr,
+                           bursts.hints()[i]);
+      to_vip += v.action == Action::kToVip;
       benchmark::DoNotOptimize(v);
     }
   }
   Report(state);
+  state.counters["to_vip"] = static_cast<double>(to_vip) / static_cast<double>(state.iterations() * kBurst);
 }
+void BM_Step_Classify(benchmark::State& state) { StepClassify(state, ChecksumMode::kNicVerified); }
 BENCHMARK(BM_Step_Classify);
+// The software IPv4 header check (issue 8, point 15): the same frames with a
+// valid checksum, vouched for by the NIC or verified by Classify.
+void BM_Step_Classify_ChecksumNic(benchmark::State& state) { StepClassify(state, ChecksumMode::kValidNicVerified); }
+BENCHMARK(BM_Step_Classify_ChecksumNic);
+void BM_Step_Classify_ChecksumSoftware(benchmark::State& state) { StepClassify(state, ChecksumMode::kValidSoftware); }
+BENCHMARK(BM_Step_Classify_ChecksumSoftware);
 
 void BM_Step_ClassifyForward(benchmark::State& state) {
   Fixture& fx = SharedFixture();
@@ -273,7 +327,7 @@ void BM_Step_ClassifyForward(benchmark::State& state) {
     PacketRef* p = bursts.Next(&fx.order[pos], 0x10);
     pos = (pos + kBurst) & mask;
     for (size_t i = 0; i < kBurst; ++i) {
-      Classify({p[i].data, p[i].len}, fx.state->matcher(), fx.state->local(), &parsed);
+      Classify({p[i].data, p[i].len}, fx.state->matcher(), fx.state->local(), &parsed, nullptr, bursts.hints()[i]);
       EncapResult r = Forward(p[i].data, p[i].len, p[i].headroom, parsed, vip.backends[i & 15].target,
                               fx.state->encap(), i);
       benchmark::DoNotOptimize(r);
@@ -376,7 +430,7 @@ void BM_Pipeline_SynFloodBounded(benchmark::State& state) {
   for (auto _ : state) {
     for (size_t i = 0; i < kBurst; ++i) ids[i] = next++ & 0x3FFFFFFF;
     PacketRef* p = bursts.Next(ids, 0x02);
-    fx.worker->ProcessBurst(p, kBurst, *bounded, kNow);
+    fx.worker->ProcessBurst(p, kBurst, *bounded, kNow, bursts.hints());
     benchmark::DoNotOptimize(p[0].offset);
   }
   Report(state);

@@ -34,6 +34,10 @@ inline constexpr uint32_t kDefaultTcpSynTimeoutS = 30;
 inline constexpr uint32_t kDefaultUdpTimeoutS = 60;
 inline constexpr uint32_t kDefaultMtu = 1500;
 inline constexpr uint8_t kDefaultEncapTtl = 64;
+// What the LB sends on its own, per worker and second (reply.h, TokenBucket):
+// as Linux's icmp_msgs_per_sec / icmp_msgs_burst.
+inline constexpr uint32_t kDefaultReplyRate = 1000;
+inline constexpr uint32_t kDefaultReplyBurst = 50;
 
 struct BackendConfig {
   std::string name;
@@ -82,6 +86,11 @@ struct LbConfig {
   uint8_t encap_ttl = kDefaultEncapTtl;
   uint32_t mtu = kDefaultMtu;  // egress MTU; larger encapsulated packets get ICMP
   int mtu_line = 0;  // where mtu was set (0: not set), for messages
+  /// Replies the LB generates, per worker: echo replies and ICMP errors per
+  /// second (0: none), and how many may go at once; ARP replies and neighbour
+  /// advertisements have a bucket of their own with the same figures.
+  uint32_t reply_rate = kDefaultReplyRate;
+  uint32_t reply_burst = kDefaultReplyBurst;
 };
 
 struct ConntrackConfig {

@@ -60,7 +60,19 @@
 // net_af_packet's kernel fanout, which keeps a flow on one socket by the
 // kernel's own hash), nothing is handed over; an error about a flow the
 // worker does not track (expired, or under kernel fanout) follows the table.
-
+//
+// ## TTL / hop limit
+//
+// The LB is not a routing hop for what it forwards: GRE / IP-in-IP carry the
+// client's packet unchanged inside a new outer header, and L2 DSR rewrites
+// only the Ethernet header, so the inner TTL / hop limit is neither
+// decremented nor checked against 1 (as Maglev and Katran do), and the LB
+// sends no ICMP time-exceeded. A packet that arrives with TTL / hop limit 0
+// is invalid (no router may send it, RFC 1812 5.3.1; no host either, RFC
+// 1122 3.2.1.7, RFC 8200 3): it is dropped as kTtlZero, whatever its
+// destination, without an ICMP error. The outer header of an encapsulated
+// packet gets [lb] encap_ttl.
+//
 // ## Ping to a VIP
 //
 // ICMP/ICMPv6 echo requests to a VIP address are answered by the LB itself
@@ -114,6 +126,8 @@ inline constexpr int kMaxIpv6ExtHeaders = 8;
   X(kBadIpVersion, "bad_ip_version")              /* version nibble != ethertype */     \
   X(kBadIhl, "bad_ihl")                           /* IPv4 IHL < 5 */                    \
   X(kBadIpLength, "bad_ip_length")                /* length field vs header/frame */    \
+  X(kBadIpv4Checksum, "bad_ipv4_checksum")        /* header checksum (NIC or software) */ \
+  X(kTtlZero, "ttl_zero")                         /* TTL / hop limit 0: see "TTL" */    \
   X(kBadIp6ExtChain, "bad_ip6_ext_chain")         /* too long, truncated, misplaced */  \
   X(kBadFragment, "bad_fragment")                 /* impossible offset/length */        \
   X(kBadTcpOffset, "bad_tcp_offset")              /* data offset < 5 or past end */     \
@@ -127,6 +141,10 @@ inline constexpr int kMaxIpv6ExtHeaders = 8;
   X(kNotForUs, "not_for_us")                      /* ARP/ND about another address */    \
   X(kBadNd, "bad_nd")                             /* hop limit != 255, truncated */     \
   X(kBadChecksum, "bad_checksum")                 /* locally answered ICMP */           \
+  X(kIcmpRateLimited, "icmp_rate_limited")        /* echo reply / ICMP error over the limit */ \
+  X(kArpNdRateLimited, "arp_nd_rate_limited")     /* ARP / NA reply over the limit */   \
+  X(kBroadcastSource, "broadcast_source")         /* would answer a group/unspecified source */ \
+  X(kBroadcastDestination, "broadcast_destination") /* no reply/error for a group destination */ \
   X(kNoBackend, "no_backend")                     /* VIP table empty (all draining) */  \
   X(kMtuExceeded, "mtu_exceeded")                 /* too big: answered with ICMP */     \
   X(kMtuExceededNoIcmp, "mtu_exceeded_no_icmp")   /* too big, ICMP not allowed */       \
@@ -199,24 +217,43 @@ struct LocalAddresses {
   std::optional<IpAddress> v6;
 };
 
+/// The secret of VipMatcher's address hash (two 64-bit words).
+struct VipHashKey {
+  uint64_t k0 = 0;
+  uint64_t k1 = 0;
+};
+
 /// Maps (destination address, protocol, destination port) to a VIP index.
 ///
-/// Built on the control path; Match() is allocation-free. Layout: an
-/// open-addressing table (power-of-two size, at most half full) of address
-/// groups keyed by (address, family, protocol); each group names its
-/// wildcard VIP (port 0) and a contiguous run of (port, index) entries in a
-/// packed array, scanned linearly (a group rarely holds more than a few
-/// ports). One multiply-xor hash of the address and one or two probes
-/// whatever the number of VIPs, so a lookup costs the same with 2 or 2000
-/// VIPs. A specific port wins over port 0.
+/// Built on the control path; Match() is allocation-free and O(1) in the
+/// worst case, for any set of VIP addresses. Layout: an index of 4-byte
+/// slots (16-bit hash tag, 16-bit group number; power-of-two size, at most a
+/// quarter full) probed linearly from the address's hash, over dense address
+/// groups keyed by (address, family, protocol); each group names its wildcard
+/// VIP (port 0) and a contiguous run of (port, index) entries in a packed
+/// array, scanned linearly (a group rarely holds more than a few ports).
+///
+/// Why it stays O(1) whatever the operator configures and whatever an
+/// attacker sends: the hash is keyed (VipHashKey, random per process) and
+/// mixes all 128 address bits, so no address pattern (VIPs differing only in
+/// their last bytes, one /64 per VIP) shares a probe run by construction;
+/// and the build verifies that every group sits within kMaxProbe slots of
+/// its home slot (else it re-keys and rebuilds, and past a few tries doubles
+/// the index), so a lookup, of a VIP or of any other address, reads at most
+/// kMaxProbe slots: one or two cache lines. A specific port wins over port 0.
 class VipMatcher {
  public:
   static constexpr uint16_t kNone = 0xFFFF;
+  /// Longest probe a lookup makes, in index slots (16 slots = 64 bytes).
+  static constexpr uint32_t kMaxProbe = 16;
 
   VipMatcher() = default;
   /// VIP i of `vips` gets index i. Duplicate (address, protocol, port) keep
-  /// the first (config validation rejects them before this).
+  /// the first (config validation rejects them before this). Hashes with the
+  /// process's key (DefaultKey()).
   explicit VipMatcher(const std::vector<VipConfig>& vips);
+  /// Same with a given key (tests, benchmarks: a fixed layout).
+  VipMatcher(const std::vector<VipConfig>& vips, const VipHashKey& key);
 
   /// Adds one VIP; rebuilds the table (control path only).
   void Add(const IpAddress& address, uint8_t protocol, uint16_t port, uint16_t index);
@@ -236,16 +273,30 @@ class VipMatcher {
 
   size_t size() const { return ports_.size() + num_wildcards_; }
 
+  /// Longest displacement from its home slot of any group in the built
+  /// index, plus one: the slots a lookup of a VIP reads at most (<= kMaxProbe).
+  uint32_t max_probe() const { return max_probe_; }
+  /// Index slots (a power of two; 0 when empty).
+  size_t index_slots() const { return slots_.size(); }
+  /// How many keys the last build tried before every run fit kMaxProbe.
+  uint32_t build_attempts() const { return build_attempts_; }
+
+  /// The process-wide key: drawn from getrandom() once, on first use (the
+  /// control thread's first build); a fixed fallback if that fails.
+  static const VipHashKey& DefaultKey();
+
  private:
   struct Group {
     std::array<uint8_t, 16> addr{};
     uint8_t is_v6 = 0;
     uint8_t protocol = 0;
-    uint8_t used = 0;
-    uint8_t pad = 0;
     uint16_t wildcard = kNone;
     uint16_t first_port = 0;  // into ports_
     uint16_t num_ports = 0;
+  };
+  struct Slot {
+    uint16_t tag;    // hash bits not used for the home slot
+    uint16_t group;  // into groups_; kNone: empty
   };
   struct PortEntry {
     uint16_t port;
@@ -258,13 +309,29 @@ class VipMatcher {
     uint16_t index;
   };
   void Rebuild();
+  bool PlaceGroups(uint32_t capacity, uint32_t bound);
   const Group* FindGroup(const uint8_t* addr, bool is_v6, uint8_t protocol) const;
 
   std::vector<Spec> specs_;  // control-path copy, in insertion order
+  std::vector<Slot> slots_;
   std::vector<Group> groups_;
   std::vector<PortEntry> ports_;
+  VipHashKey key_;  // the key the index was built with
+  VipHashKey base_key_;  // the key given; re-keying derives from it
+  bool has_key_ = false;  // false: default-constructed, DefaultKey() on first Add
   uint32_t mask_ = 0;
+  uint32_t max_probe_ = 0;
+  uint32_t build_attempts_ = 0;
   size_t num_wildcards_ = 0;
+};
+
+/// What the NIC said about a received frame's IPv4 header checksum (DPDK's
+/// RTE_MBUF_F_RX_IP_CKSUM_* flags, mapped by the data plane so that the core
+/// stays DPDK-free).
+enum class RxChecksum : uint8_t {
+  kUnknown,  ///< not checked (no offload, or not IPv4 to the NIC): verify in software
+  kGood,     ///< the NIC verified it (or vouches for the header: CKSUM_NONE)
+  kBad,      ///< the NIC found it wrong: drop
 };
 
 /// Parses `frame` and decides what to do with it. `*out` is fully rewritten.
@@ -278,9 +345,18 @@ class VipMatcher {
 /// Broadcast and multicast destinations pass (ARP requests, neighbour
 /// solicitations to solicited-node groups). Null: no check (callers that
 /// classify frames already accepted, and tests of the layers above).
+///
+/// IPv4 header checksum: `ip_checksum` is the NIC's verdict; kUnknown (the
+/// default) verifies it in software (about 2 ns for a 20-byte header), kBad
+/// drops. Either way a bad header is dropped as kBadIpv4Checksum, before
+/// anything is looked up: the LB would otherwise forward it inside a tunnel
+/// with a fresh, valid outer checksum, hiding the corruption from the
+/// backend. The header quoted in an ICMP error is not checked (routers may
+/// quote it as they saw it).
 Verdict Classify(std::span<const uint8_t> frame, const VipMatcher& vips,
                  const LocalAddresses& local, ParsedPacket* out,
-                 const MacAddress* port_mac = nullptr);
+                 const MacAddress* port_mac = nullptr,
+                 RxChecksum ip_checksum = RxChecksum::kUnknown);
 
 }  // namespace maglb
 

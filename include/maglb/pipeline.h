@@ -20,7 +20,8 @@
 //     it is re-placed by the current table.
 //  4. Forward (encap.h): encapsulate or rewrite in the packet's own buffer
 //     (headroom). Local traffic (ARP, ND, echo) and packets too big for the
-//     tunnel with DF get their reply in place (reply.h); IPv4 packets too big
+//     tunnel with DF get their reply in place (reply.h: never to a group or
+//     unspecified source, within the worker's [lb] reply_rate); IPv4 packets too big
 //     without DF are fragmented and each fragment encapsulated, in the
 //     worker's scratch memory (PacketAction::kExtra). A backend whose next-hop
 //     MAC is not resolved yet: dropped as kNoNeighbor, never sent to a zero MAC.
@@ -64,6 +65,7 @@
 #include "maglb/lb_state.h"
 #include "maglb/packet.h"
 #include "maglb/toeplitz.h"
+#include "maglb/reply.h"
 
 namespace maglb {
 
@@ -183,11 +185,18 @@ class Worker {
 
   /// Processes `n` packets (any n; internally in chunks of kBurst). `now_ns` is
   /// a monotonic clock in nanoseconds (the caller's, e.g. TSC-derived).
-  void ProcessBurst(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns);
+  /// `ip_checksum`, if given, holds the NIC's verdict on each packet's IPv4
+  /// header checksum (packet.h, RxChecksum); null: all unknown, verified in
+  /// software. An array beside PacketRef rather than a field in it: growing
+  /// PacketRef past 24 bytes costs ~5 ns a packet where the caller fills it
+  /// (measured in pipeline_bench).
+  void ProcessBurst(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns,
+                    const RxChecksum* ip_checksum = nullptr);
 
   /// One packet (for the fuzz harness and tests); same as a burst of one.
-  void ProcessPacket(PacketRef& pkt, const LbState& state, uint64_t now_ns) {
-    ProcessBurst(&pkt, 1, state, now_ns);
+  void ProcessPacket(PacketRef& pkt, const LbState& state, uint64_t now_ns,
+                     RxChecksum ip_checksum = RxChecksum::kUnknown) {
+    ProcessBurst(&pkt, 1, state, now_ns, &ip_checksum);
   }
 
   /// Like ProcessBurst, for packets another worker handed over (kSteer):
@@ -215,10 +224,13 @@ class Worker {
 
  private:
   void AdoptState(const LbState& state);
-  void ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns);
+  void ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns,
+                    const RxChecksum* ip_checksum);
   void ToVip(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash, const Conntrack::Probe& probe,
              const VipState& vip, const LbState& state, uint64_t now_ns);
   void Local(PacketRef& pkt, const ParsedPacket& p, Action action, const LbState& state);
+  bool MayReply(PacketRef& pkt, const ParsedPacket& p, TokenBucket& bucket, DropReason over_limit,
+                const LbState& state);
   void Send(PacketRef& pkt, const ParsedPacket& p, const VipState& vip, uint16_t backend,
             uint64_t ct_hash, const LbState& state);
   [[gnu::noinline]] void SendSlow(PacketRef& pkt, const ParsedPacket& p, const VipState& vip,
@@ -244,6 +256,11 @@ class Worker {
   size_t scratch_used_ = 0;
   std::vector<ExtraFrame> extra_;
   size_t extra_count_ = 0;
+  // What the worker generates on its own ([lb] reply_rate): echo replies and
+  // ICMP errors, ARP/ND replies. now_ns_: the current burst's clock.
+  TokenBucket icmp_bucket_;
+  TokenBucket neighbor_bucket_;
+  uint64_t now_ns_ = 0;
   // Per-chunk working state, kept here so that nothing is initialised twice.
   // Cache-line aligned: how these arrays fall on lines measurably changes the
   // cost of a packet (+10% for existing flows when the members before them

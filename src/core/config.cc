@@ -264,6 +264,8 @@ absl::Status ParseLb(const toml::table& t, const std::string& source, LbConfig* 
   MAGLB_RETURN_IF_ERROR(r.Unsigned("encap_ttl", 1, 255, &lb->encap_ttl));
   MAGLB_RETURN_IF_ERROR(r.Unsigned("mtu", 1280, 9216, &lb->mtu));
   if (const toml::node* n = t.get("mtu")) lb->mtu_line = static_cast<int>(n->source().begin.line);
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("reply_rate", 0, 1000000, &lb->reply_rate));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("reply_burst", 1, 100000, &lb->reply_burst));
   MAGLB_RETURN_IF_ERROR(r.CheckNoUnknownKeys());
 
   // Family checks: a v4 key must hold a v4 address, and so on.

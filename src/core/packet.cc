@@ -1,7 +1,10 @@
 #include "maglb/packet.h"
 
+#include <sys/random.h>
+
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cstring>
 
 #include "maglb/checksum.h"
@@ -25,10 +28,15 @@ constexpr uint8_t kIpv6Routing = 43;
 constexpr uint8_t kIpv6Fragment = 44;
 constexpr uint8_t kIpv6DestOpts = 60;
 
-// Not placement-deciding (it only finds a VIP), so any good mix will do.
+// Not placement-deciding (it only finds a VIP), but it must not let any
+// address pattern share a probe run (VipMatcher in packet.h): keyed, and
+// every one of the 128 address bits reaches the result. One 64x64->128
+// multiply of the two keyed halves, folded (the "mum" step of wyhash): the
+// high half of the product depends on every bit of both factors, and an
+// attacker who does not know the key cannot choose addresses that collide.
 // Reads 4 bytes for IPv4 and 16 for IPv6, so that the packet path can pass
 // the address in the frame itself.
-uint32_t AddressHash(const uint8_t* addr, bool is_v6) {
+inline uint64_t AddressHash(const uint8_t* addr, bool is_v6, const VipHashKey& key) {
   uint64_t lo;
   uint64_t hi = 0;
   if (is_v6) {
@@ -39,14 +47,38 @@ uint32_t AddressHash(const uint8_t* addr, bool is_v6) {
     std::memcpy(&a, addr, 4);
     lo = a;
   }
-  // Two independent multiplies (they run in parallel); the high half of a
-  // product mixes every input bit below it.
-  const uint64_t h = (lo * 0x9E3779B97F4A7C15ULL) ^ (hi * 0xC2B2AE3D27D4EB4FULL) ^ (is_v6 ? 1 : 0);
-  return static_cast<uint32_t>(h >> 32) ^ static_cast<uint32_t>(h >> 17);
+  const unsigned __int128 product =
+      static_cast<unsigned __int128>(lo ^ key.k0) * (hi ^ key.k1 ^ (uint64_t{is_v6} << 63));
+  return static_cast<uint64_t>(product) ^ static_cast<uint64_t>(product >> 64);
+}
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
 }
 
 bool SameGroupAddress(const std::array<uint8_t, 16>& group, const uint8_t* addr, bool is_v6) {
   return is_v6 ? std::memcmp(group.data(), addr, 16) == 0 : std::memcmp(group.data(), addr, 4) == 0;
+}
+
+// The IPv4 header at `h` (IHL already checked: 20..60 bytes, in the frame)
+// sums to 0xFFFF in ones' complement, checksum field included. Native-order
+// 32-bit words: the folded sum is byte-order independent when it is 0xFFFF.
+inline bool Ipv4HeaderChecksumOk(const uint8_t* h) {
+  const size_t ihl = size_t{h[0] & 0x0Fu} * 4;
+  uint64_t s = 0;
+  for (size_t i = 0; i < ihl; i += 4) {
+    uint32_t w;
+    std::memcpy(&w, h + i, 4);
+    s += w;
+  }
+  // At most 15 words: s < 2^36; three folds bring it to 16 bits.
+  s = (s & 0xFFFF) + (s >> 16);
+  s = (s & 0xFFFF) + (s >> 16);
+  s = (s & 0xFFFF) + (s >> 16);
+  return s == 0xFFFF;
 }
 
 // What the IPv4/IPv6 header parser found; offsets into the frame. Passed by
@@ -289,7 +321,31 @@ std::string_view DropReasonName(DropReason r) {
 
 // ---------------------------------------------------------------- VipMatcher
 
-VipMatcher::VipMatcher(const std::vector<VipConfig>& vips) {
+const VipHashKey& VipMatcher::DefaultKey() {
+  // Function-local and trivially destructible: drawn on the first build.
+  static const VipHashKey key = [] {
+    VipHashKey k;
+    uint64_t words[2];
+    if (getrandom(words, sizeof(words), 0) == static_cast<ssize_t>(sizeof(words))) {
+      k.k0 = words[0];
+      k.k1 = words[1];
+    } else {
+      // No entropy (very early boot): still keyed, by the time and this
+      // object's address, rather than by nothing.
+      const uint64_t t = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+      k.k0 = SplitMix64(t);
+      k.k1 = SplitMix64(t ^ reinterpret_cast<uintptr_t>(&k));
+    }
+    return k;
+  }();
+  return key;
+}
+
+VipMatcher::VipMatcher(const std::vector<VipConfig>& vips) : VipMatcher(vips, DefaultKey()) {}
+
+VipMatcher::VipMatcher(const std::vector<VipConfig>& vips, const VipHashKey& key)
+    : base_key_(key), has_key_(true) {
+  specs_.reserve(vips.size());
   for (size_t i = 0; i < vips.size(); ++i) {
     specs_.push_back({vips[i].address, static_cast<uint8_t>(vips[i].protocol), vips[i].port,
                       static_cast<uint16_t>(i)});
@@ -298,66 +354,121 @@ VipMatcher::VipMatcher(const std::vector<VipConfig>& vips) {
 }
 
 void VipMatcher::Add(const IpAddress& address, uint8_t protocol, uint16_t port, uint16_t index) {
+  if (!has_key_) {
+    base_key_ = DefaultKey();
+    has_key_ = true;
+  }
   specs_.push_back({address, protocol, port, index});
   Rebuild();
 }
 
 void VipMatcher::Rebuild() {
-  struct Pending {
-    Group group;
-    std::vector<PortEntry> ports;
-  };
-  std::vector<Pending> pending;
-  for (const Spec& s : specs_) {
-    IpAddress a = s.address;
-    if (!a.is_v6) std::fill(a.bytes.begin() + 4, a.bytes.end(), 0);
-    auto it = std::find_if(pending.begin(), pending.end(), [&](const Pending& g) {
-      return g.group.addr == a.bytes && g.group.is_v6 == a.is_v6 && g.group.protocol == s.protocol;
-    });
-    if (it == pending.end()) {
-      Pending g;
-      g.group.addr = a.bytes;
-      g.group.is_v6 = a.is_v6;
-      g.group.protocol = s.protocol;
-      g.group.used = 1;
-      pending.push_back(g);
-      it = pending.end() - 1;
-    }
-    if (s.port == 0) {
-      if (it->group.wildcard == kNone) it->group.wildcard = s.index;
-    } else if (std::none_of(it->ports.begin(), it->ports.end(),
-                            [&](const PortEntry& e) { return e.port == s.port; })) {
-      it->ports.push_back({s.port, s.index});
-    }
+  // Group the specs by (family, address, protocol) with a stable sort: linear
+  // after the sort whatever the number of VIPs, and within a group the specs
+  // keep their order, so that a duplicate (address, protocol, port) keeps
+  // the first.
+  std::vector<Spec> sorted = specs_;
+  for (Spec& s : sorted) {
+    if (!s.address.is_v6) std::fill(s.address.bytes.begin() + 4, s.address.bytes.end(), 0);
   }
-  uint32_t capacity = 4;
-  while (capacity < 2 * pending.size()) capacity *= 2;
-  groups_.assign(capacity, Group{});
+  std::stable_sort(sorted.begin(), sorted.end(), [](const Spec& x, const Spec& y) {
+    if (x.address.is_v6 != y.address.is_v6) return x.address.is_v6 < y.address.is_v6;
+    if (x.address.bytes != y.address.bytes) return x.address.bytes < y.address.bytes;
+    return x.protocol < y.protocol;
+  });
+  groups_.clear();
   ports_.clear();
-  mask_ = capacity - 1;
   num_wildcards_ = 0;
-  for (Pending& g : pending) {
-    g.group.first_port = static_cast<uint16_t>(ports_.size());
-    g.group.num_ports = static_cast<uint16_t>(g.ports.size());
-    ports_.insert(ports_.end(), g.ports.begin(), g.ports.end());
-    if (g.group.wildcard != kNone) ++num_wildcards_;
-    uint32_t i = AddressHash(g.group.addr.data(), g.group.is_v6) & mask_;
-    while (groups_[i].used) i = (i + 1) & mask_;
-    groups_[i] = g.group;
+  for (size_t i = 0; i < sorted.size();) {
+    const Spec& head = sorted[i];
+    Group g;
+    g.addr = head.address.bytes;
+    g.is_v6 = head.address.is_v6;
+    g.protocol = head.protocol;
+    g.first_port = static_cast<uint16_t>(ports_.size());
+    size_t j = i;
+    for (; j < sorted.size() && sorted[j].address == head.address && sorted[j].protocol == head.protocol; ++j) {
+      const Spec& s = sorted[j];
+      if (s.port == 0) {
+        if (g.wildcard == kNone) g.wildcard = s.index;
+      } else if (std::none_of(ports_.begin() + g.first_port, ports_.end(),
+                              [&](const PortEntry& e) { return e.port == s.port; })) {
+        ports_.push_back({s.port, s.index});
+      }
+    }
+    g.num_ports = static_cast<uint16_t>(ports_.size() - g.first_port);
+    if (g.wildcard != kNone) ++num_wildcards_;
+    groups_.push_back(g);
+    i = j;
   }
+
+  slots_.clear();
+  mask_ = 0;
+  max_probe_ = 0;
+  build_attempts_ = 0;
+  if (groups_.empty()) return;
+  // At most a quarter full: a run longer than kMaxProbe is then rare enough
+  // (well under one per build at kMaxVips groups) that a fresh key almost
+  // always fits at the first or second try. Doubling after a few tries
+  // bounds the work whatever happens.
+  constexpr uint32_t kKeysPerSize = 4;
+  uint32_t capacity = 16;
+  while (capacity < 4 * groups_.size()) capacity *= 2;
+  // Never reached with a hash worth the name (the tests check that it is
+  // not), but the build must end: past this size the layout is taken as it
+  // comes, and lookups still stop after max_probe_ slots.
+  constexpr uint32_t kGiveUpCapacity = 1u << 20;
+  for (;; capacity *= 2) {
+    for (uint32_t attempt = 0; attempt < kKeysPerSize; ++attempt) {
+      // The first try uses the key as given; later ones derive from it.
+      key_ = build_attempts_ == 0
+                 ? base_key_
+                 : VipHashKey{SplitMix64(base_key_.k0 + build_attempts_), SplitMix64(base_key_.k1 ^ build_attempts_)};
+      ++build_attempts_;
+      if (PlaceGroups(capacity, capacity >= kGiveUpCapacity ? capacity : kMaxProbe)) return;
+    }
+  }
+}
+
+// Linear probing from each group's home slot; false when one lands `bound`
+// or more slots away from it.
+bool VipMatcher::PlaceGroups(uint32_t capacity, uint32_t bound) {
+  slots_.assign(capacity, Slot{0, kNone});
+  mask_ = capacity - 1;
+  max_probe_ = 0;
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const Group& g = groups_[gi];
+    const uint64_t h = AddressHash(g.addr.data(), g.is_v6, key_);
+    uint32_t i = static_cast<uint32_t>(h) & mask_;
+    uint32_t distance = 0;
+    while (slots_[i].group != kNone) {
+      i = (i + 1) & mask_;
+      if (++distance == bound) return false;
+    }
+    slots_[i] = Slot{static_cast<uint16_t>(h >> 48), static_cast<uint16_t>(gi)};
+    max_probe_ = std::max(max_probe_, distance + 1);
+  }
+  return true;
 }
 
 const VipMatcher::Group* VipMatcher::FindGroup(const uint8_t* addr, bool is_v6,
                                                uint8_t protocol) const {
-  if (groups_.empty()) return nullptr;
-  // The table is at most half full: the probe meets an empty slot.
-  for (uint32_t i = AddressHash(addr, is_v6) & mask_;; i = (i + 1) & mask_) {
-    const Group& g = groups_[i];
-    if (!g.used) return nullptr;
+  if (slots_.empty()) return nullptr;
+  const uint64_t h = AddressHash(addr, is_v6, key_);
+  const uint16_t tag = static_cast<uint16_t>(h >> 48);
+  // No group lies further than max_probe_ slots from its home: a lookup
+  // stops there even when the run goes on (and at an empty slot before).
+  uint32_t i = static_cast<uint32_t>(h) & mask_;
+  for (uint32_t n = 0; n < max_probe_; ++n, i = (i + 1) & mask_) {
+    const Slot s = slots_[i];
+    if (s.group == kNone) return nullptr;
+    if (s.tag != tag) continue;
+    const Group& g = groups_[s.group];
     if (g.protocol == protocol && g.is_v6 == is_v6 && SameGroupAddress(g.addr, addr, is_v6)) {
       return &g;
     }
   }
+  return nullptr;
 }
 
 uint16_t VipMatcher::Match(const uint8_t* addr, bool is_v6, uint8_t protocol, uint16_t port) const {
@@ -382,19 +493,27 @@ uint16_t VipMatcher::MatchAnyPort(const uint8_t* addr, bool is_v6, uint8_t proto
 }
 
 bool VipMatcher::IsVipAddress(const uint8_t* addr, bool is_v6) const {
-  if (groups_.empty()) return false;
-  // Groups of one address share the hash, so they lie on one probe run.
-  for (uint32_t i = AddressHash(addr, is_v6) & mask_;; i = (i + 1) & mask_) {
-    const Group& g = groups_[i];
-    if (!g.used) return false;
+  if (slots_.empty()) return false;
+  // Groups of one address (one per protocol) share the hash: all of them lie
+  // within max_probe_ slots of its home.
+  const uint64_t h = AddressHash(addr, is_v6, key_);
+  const uint16_t tag = static_cast<uint16_t>(h >> 48);
+  uint32_t i = static_cast<uint32_t>(h) & mask_;
+  for (uint32_t n = 0; n < max_probe_; ++n, i = (i + 1) & mask_) {
+    const Slot s = slots_[i];
+    if (s.group == kNone) return false;
+    if (s.tag != tag) continue;
+    const Group& g = groups_[s.group];
     if (g.is_v6 == is_v6 && SameGroupAddress(g.addr, addr, is_v6)) return true;
   }
+  return false;
 }
 
 // ------------------------------------------------------------------ Classify
 
 Verdict Classify(std::span<const uint8_t> frame, const VipMatcher& vips,
-                 const LocalAddresses& local, ParsedPacket* out, const MacAddress* port_mac) {
+                 const LocalAddresses& local, ParsedPacket* out, const MacAddress* port_mac,
+                 RxChecksum ip_checksum) {
   *out = ParsedPacket{};
   ParsedPacket& p = *out;
   const uint8_t* d = frame.data();
@@ -428,6 +547,12 @@ Verdict Classify(std::span<const uint8_t> frame, const VipMatcher& vips,
   if (ethertype == kEtherTypeIpv4) {
     is_v6 = false;
     if (!ParseIpv4(d, off, n, false, &ip, &why)) return Verdict::Drop(why);
+    // After the structural checks (so that a malformed header keeps its own
+    // reason), before anything is looked up by its fields.
+    if (ip_checksum != RxChecksum::kGood &&
+        (ip_checksum == RxChecksum::kBad || !Ipv4HeaderChecksumOk(d + off))) [[unlikely]] {
+      return Verdict::Drop(DropReason::kBadIpv4Checksum);
+    }
   } else if (ethertype == kEtherTypeIpv6) {
     is_v6 = true;
     if (!ParseIpv6(d, off, n, false, &ip, &why)) return Verdict::Drop(why);
@@ -436,6 +561,9 @@ Verdict Classify(std::span<const uint8_t> frame, const VipMatcher& vips,
   } else {
     return Verdict::Drop(DropReason::kBadEtherType);
   }
+
+  // TTL / hop limit (packet.h): only 0 is refused; the LB does not decrement.
+  if (ip.ttl == 0) [[unlikely]] return Verdict::Drop(DropReason::kTtlZero);
 
   p.ip_version = is_v6 ? 6 : 4;
   p.l3_len = static_cast<uint16_t>(ip.ip_len);

@@ -120,6 +120,31 @@ void Worker::ReplyFromScratch(PacketRef& pkt, const uint8_t* frame, size_t len) 
   pkt.action = PacketAction::kExtra;
 }
 
+// Whether to answer `pkt` (what the LB generates on its own): never a group
+// or unspecified source, never about a group destination (reply.h,
+// ReplyCheck), and within the worker's rate (RFC 4443 2.4(f)). Drops and
+// counts it otherwise. The address check comes first: refused packets take
+// no token.
+bool Worker::MayReply(PacketRef& pkt, const ParsedPacket& p, TokenBucket& bucket, DropReason over_limit,
+                      const LbState& state) {
+  switch (CheckReplyAddresses({pkt.data, pkt.len}, p)) {
+    case ReplyCheck::kOk:
+      break;
+    case ReplyCheck::kGroupSource:
+      Drop(pkt, DropReason::kBroadcastSource);
+      return false;
+    case ReplyCheck::kGroupDestination:
+      Drop(pkt, DropReason::kBroadcastDestination);
+      return false;
+  }
+  const LbConfig& lb = state.config().lb;
+  if (!bucket.Take(now_ns_, lb.reply_rate, lb.reply_burst)) {
+    Drop(pkt, over_limit);
+    return false;
+  }
+  return true;
+}
+
 void Worker::Local(PacketRef& pkt, const ParsedPacket& p, Action action, const LbState& state) {
   WorkerCounters& c = *counters_;
   const MacAddress& mac = state.encap().src_mac;
@@ -130,6 +155,7 @@ void Worker::Local(PacketRef& pkt, const ParsedPacket& p, Action action, const L
         pkt.action = PacketAction::kToControl;
         return;
       }
+      if (!MayReply(pkt, p, neighbor_bucket_, DropReason::kArpNdRateLimited, state)) return;
       size_t n = state.local().v4 ? MakeArpReply(frame, p, *state.local().v4, mac) : 0;
       if (n == 0) return Drop(pkt, DropReason::kBadArp);
       pkt.action = PacketAction::kReply;
@@ -143,6 +169,7 @@ void Worker::Local(PacketRef& pkt, const ParsedPacket& p, Action action, const L
         pkt.action = PacketAction::kToControl;
         return;
       }
+      if (!MayReply(pkt, p, neighbor_bucket_, DropReason::kArpNdRateLimited, state)) return;
       uint8_t* out = ScratchAlloc(kNeighborAdvertLen + kMaxVlanTags * kVlanTagLen);
       size_t n = 0;
       if (out != nullptr && state.local().v6) {
@@ -155,6 +182,7 @@ void Worker::Local(PacketRef& pkt, const ParsedPacket& p, Action action, const L
       return;
     }
     case Action::kLocalEcho: {
+      if (!MayReply(pkt, p, icmp_bucket_, DropReason::kIcmpRateLimited, state)) return;
       size_t n = MakeEchoReply(frame, p, mac);
       if (n == 0) return Drop(pkt, DropReason::kLocalUnsupported);
       pkt.action = PacketAction::kReply;
@@ -200,6 +228,8 @@ void Worker::SendSlow(PacketRef& pkt, const ParsedPacket& p, const VipState& vip
     case EncapStatus::kOk:
       return;  // handled in Send
     case EncapStatus::kMtuExceeded: {
+      // Not forwarded either way; answered only within the rules and the rate.
+      if (!MayReply(pkt, p, icmp_bucket_, DropReason::kIcmpRateLimited, state)) return;
       const bool v6 = p.ip_version == 6;
       const std::optional<IpAddress>& ours = v6 ? state.local().v6 : state.local().v4;
       IpAddress source = ours.value_or(vip.address);
@@ -408,7 +438,8 @@ uint16_t Worker::BoundedLoadChoice(const VipState& vip, uint64_t flow_hash, uint
   return first;
 }
 
-void Worker::ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns) {
+void Worker::ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns,
+                          const RxChecksum* ip_checksum) {
   WorkerCounters& c = *counters_;
   // 1. Classify; hash and prefetch the conntrack buckets of VIP traffic.
   // Frames to another unicast MAC are dropped (promiscuous port, flooded
@@ -422,7 +453,8 @@ void Worker::ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint6
     PacketRef& pkt = pkts[i];
     rx_bytes += pkt.len;
     pkt.extra_count = 0;
-    verdict_[i] = Classify({pkt.data, pkt.len}, state.matcher(), state.local(), &parsed_[i], port_mac);
+    verdict_[i] = Classify({pkt.data, pkt.len}, state.matcher(), state.local(), &parsed_[i], port_mac,
+                           ip_checksum != nullptr ? ip_checksum[i] : RxChecksum::kUnknown);
   }
   // Hash in a second pass: hashing a key right after the parser wrote it
   // piecewise stalls on store-to-load forwarding.
@@ -475,12 +507,15 @@ void Worker::ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint6
   c.tx_bytes.Add(tx_bytes);
 }
 
-void Worker::ProcessBurst(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns) {
+void Worker::ProcessBurst(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns,
+                          const RxChecksum* ip_checksum) {
   if (state.generation() != generation_seen_) AdoptState(state);
+  now_ns_ = now_ns;
   scratch_used_ = 0;
   extra_count_ = 0;
   for (size_t off = 0; off < n; off += kBurst) {
-    ProcessChunk(pkts + off, std::min(kBurst, n - off), state, now_ns);
+    ProcessChunk(pkts + off, std::min(kBurst, n - off), state, now_ns,
+                 ip_checksum != nullptr ? ip_checksum + off : nullptr);
   }
   WorkerCounters& c = *counters_;
   c.evictions.Set(conntrack_.stats().evictions);

@@ -223,6 +223,44 @@ size_t BuildIcmpTooBig(std::span<const uint8_t> frame, const ParsedPacket& p, ui
   return off + hlen + icmp_len;
 }
 
+namespace {
+
+bool IsGroupMac(const uint8_t* mac) { return (mac[0] & 1) != 0; }  // the I/G bit
+
+// Not a single host's address on the wire (RFC 1122 3.2.1.3 and 3.2.2:
+// zero, loopback, broadcast, multicast, class E; RFC 4291 2.5.2-2.5.3, 2.7).
+bool IsGroupOrUnspecifiedSource(const uint8_t* a, bool v6) {
+  if (v6) {
+    static constexpr uint8_t kLoopback[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    return a[0] == 0xFF || IsUnspecified(a) || std::memcmp(a, kLoopback, 16) == 0;
+  }
+  // 0/8 "this network", 127/8 loopback, 224/4 multicast, 240/4 and broadcast.
+  return a[0] == 0 || a[0] == 127 || a[0] >= 224;
+}
+
+bool IsGroupDestination(const uint8_t* a, bool v6) {
+  return v6 ? a[0] == 0xFF : a[0] >= 224;  // multicast, reserved, limited broadcast
+}
+
+}  // namespace
+
+ReplyCheck CheckReplyAddresses(std::span<const uint8_t> frame, const ParsedPacket& p) {
+  const uint8_t* f = frame.data();
+  if (frame.size() < kEthernetHeaderLen) return ReplyCheck::kGroupSource;
+  if (IsGroupMac(f + 6)) return ReplyCheck::kGroupSource;
+  if (p.ip_version != 4 && p.ip_version != 6) return ReplyCheck::kOk;  // ARP: its MAC only
+  const bool v6 = p.ip_version == 6;
+  const size_t off = p.l3_offset;
+  if (frame.size() < off + (v6 ? kIpv6HeaderLen : kIpv4HeaderLen)) return ReplyCheck::kGroupSource;
+  const uint8_t* src = f + off + (v6 ? 8 : 12);
+  const uint8_t* dst = f + off + (v6 ? 24 : 16);
+  const bool nd = v6 && p.l4_protocol == kIpProtoIcmpv6 && (p.icmp_type == 135 || p.icmp_type == 136);
+  if (nd) return ReplyCheck::kOk;  // DAD comes from ::, to a solicited-node group
+  if (IsGroupOrUnspecifiedSource(src, v6)) return ReplyCheck::kGroupSource;
+  if (IsGroupMac(f) || IsGroupDestination(dst, v6)) return ReplyCheck::kGroupDestination;
+  return ReplyCheck::kOk;
+}
+
 std::optional<NeighborInfo> ExtractNeighbor(std::span<const uint8_t> frame, const ParsedPacket& p) {
   const uint8_t* f = frame.data();
   const size_t off = p.l3_offset;

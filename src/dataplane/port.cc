@@ -111,6 +111,12 @@ absl::StatusOr<PortInfo> SetUpPort(uint16_t port_id, uint16_t workers, uint32_t 
     }
     conf.rxmode.mtu = mtu;
   }
+  // The NIC verifies IPv4 header checksums where it can; the worker reads its
+  // verdict from each mbuf (RTE_MBUF_F_RX_IP_CKSUM_*), and the core verifies
+  // in software whatever the NIC left unknown (packet.h, Classify).
+  if ((dev.rx_offload_capa & RTE_ETH_RX_OFFLOAD_IPV4_CKSUM) != 0) {
+    conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_IPV4_CKSUM;
+  }
 
   rc = rte_eth_dev_configure(port_id, queues, queues, &conf);
   if (rc != 0) return PortError(port_id, "rte_eth_dev_configure", rc);

@@ -78,6 +78,21 @@ bool Steer(const WorkerContext& c, rte_mbuf* m, uint16_t to) {
   return true;
 }
 
+// The NIC's verdict on the IPv4 header checksum, for the DPDK-free core.
+// CKSUM_NONE: the header's integrity was verified even though the field is
+// not valid in the data (a PMD that checked and then stripped it).
+RxChecksum RxIpChecksum(uint64_t ol_flags) {
+  switch (ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) {
+    case RTE_MBUF_F_RX_IP_CKSUM_GOOD:
+    case RTE_MBUF_F_RX_IP_CKSUM_NONE:
+      return RxChecksum::kGood;
+    case RTE_MBUF_F_RX_IP_CKSUM_BAD:
+      return RxChecksum::kBad;
+    default:
+      return RxChecksum::kUnknown;
+  }
+}
+
 // Runs `n` frames through the pipeline and sends each where its action says.
 // `rx_port`: where they came in; kSteeredIn: frames another worker handed
 // over, each marked with its port in m->port by that worker.
@@ -88,6 +103,7 @@ void Process(const WorkerContext& c, rte_mbuf** in, uint16_t n, const LbState* s
   rte_mbuf* kept[kRxBurst];
   rte_mbuf* drop[kRxBurst];
   PacketRef refs[kRxBurst];
+  RxChecksum ip_checksum[kRxBurst];
   uint16_t np = 0, ndrop = 0;
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = in[i];
@@ -106,13 +122,14 @@ void Process(const WorkerContext& c, rte_mbuf** in, uint16_t n, const LbState* s
     r.len = rte_pktmbuf_data_len(m);
     r.headroom = rte_pktmbuf_headroom(m);
     r.tailroom = rte_pktmbuf_tailroom(m);
+    ip_checksum[np] = RxIpChecksum(m->ol_flags);
     kept[np++] = m;
   }
   if (np > 0) {
     if (steered) [[unlikely]] {
       c.worker->ProcessSteered(refs, np, *state, NowNs());
     } else {
-      c.worker->ProcessBurst(refs, np, *state, NowNs());
+      c.worker->ProcessBurst(refs, np, *state, NowNs(), ip_checksum);
     }
   }
   TxBuffer& to_backends = tx.to_backends();

@@ -42,6 +42,19 @@ void ExpectRefused(const std::string& text, int line, const std::string& key,
   EXPECT_NE(msg.find(needle), std::string::npos) << "message: " << msg << "\nwanted: " << needle;
 }
 
+TEST(ConfigTest, ReplyRateAndBurst) {
+  absl::StatusOr<Config> d = ParseConfig("[lb]\n", "test.toml");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->lb.reply_rate, kDefaultReplyRate);
+  EXPECT_EQ(d->lb.reply_burst, kDefaultReplyBurst);
+  absl::StatusOr<Config> c = ParseConfig("[lb]\nreply_rate = 0\nreply_burst = 7\n", "test.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->lb.reply_rate, 0u);
+  EXPECT_EQ(c->lb.reply_burst, 7u);
+  ExpectRefused("[lb]\nreply_rate = 1000001\n", 2, "lb.reply_rate", "out of range");
+  ExpectRefused("[lb]\nreply_burst = 0\n", 2, "lb.reply_burst", "out of range");
+}
+
 TEST(ConfigTest, ParsesMinimalConfigWithDefaults) {
   absl::StatusOr<Config> c = ParseConfig(kMinimal, "test.toml");
   ASSERT_TRUE(c.ok()) << c.status();

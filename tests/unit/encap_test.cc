@@ -516,6 +516,42 @@ TEST_F(EncapTest, EchoReplies) {
   EXPECT_EQ(MakeEchoReply(tcp, Parse(tcp), kOurMac), 0u);
 }
 
+TEST_F(EncapTest, CheckReplyAddresses) {
+  // ARP request to broadcast, solicitation to a solicited-node group, DAD
+  // from ::, echo from a unicast host: all may be answered.
+  const MacAddress peer = Mac("02:aa:00:00:00:01");
+  const Bytes arp = Frame({.dst = Mac("ff:ff:ff:ff:ff:ff"), .src = peer}, kEtherTypeArp,
+                          testing::Arp(1, peer, Ip("192.0.2.1"), {}, Ip("192.0.2.10")));
+  EXPECT_EQ(CheckReplyAddresses(arp, Parse(arp)), ReplyCheck::kOk);
+  const Bytes arp_group = Frame({.dst = Mac("ff:ff:ff:ff:ff:ff"), .src = Mac("01:00:5e:00:00:01")},
+                                kEtherTypeArp, testing::Arp(1, peer, Ip("192.0.2.1"), {}, Ip("192.0.2.10")));
+  EXPECT_EQ(CheckReplyAddresses(arp_group, Parse(arp_group)), ReplyCheck::kGroupSource);
+  const IpAddress target = Ip("2001:db8:ff::10");
+  for (const char* src : {"2001:db8:ff::1", "::"}) {
+    const Bytes ns = Frame6({.src = Ip(src), .dst = Ip("ff02::1:ff00:10"), .proto = 58, .hop_limit = 255},
+                            Icmp(135, 0, 0, Bytes(target.bytes.begin(), target.bytes.end())),
+                            {.dst = Mac("33:33:ff:00:00:10"), .src = peer});
+    EXPECT_EQ(CheckReplyAddresses(ns, Parse(ns)), ReplyCheck::kOk) << src;
+  }
+  auto echo4 = [&](const char* src, const char* dst, const MacAddress& dst_mac) {
+    Bytes f = Frame4({.src = Ip(src), .dst = Ip(dst), .proto = 1}, Echo(false, 1, 1), {.dst = dst_mac, .src = peer});
+    ParsedPacket p;
+    Classify(f, vips_, local_, &p);  // the addresses are what is checked, not the verdict
+    return CheckReplyAddresses(f, p);
+  };
+  EXPECT_EQ(echo4("198.51.100.7", "192.0.2.10", kOurMac), ReplyCheck::kOk);
+  EXPECT_EQ(echo4("198.51.100.7", "192.0.2.10", Mac("ff:ff:ff:ff:ff:ff")), ReplyCheck::kGroupDestination);
+  EXPECT_EQ(echo4("198.51.100.7", "224.0.0.1", kOurMac), ReplyCheck::kGroupDestination);
+  EXPECT_EQ(echo4("198.51.100.7", "255.255.255.255", kOurMac), ReplyCheck::kGroupDestination);
+  EXPECT_EQ(echo4("223.255.255.255", "192.0.2.10", kOurMac), ReplyCheck::kOk);  // the last unicast /8
+  EXPECT_EQ(echo4("1.0.0.0", "192.0.2.10", kOurMac), ReplyCheck::kOk);
+  for (const char* src : {"0.0.0.0", "127.0.0.1", "224.0.0.1", "240.0.0.1", "255.255.255.255"}) {
+    EXPECT_EQ(echo4(src, "192.0.2.10", kOurMac), ReplyCheck::kGroupSource) << src;
+  }
+  // A group source wins over a group destination: either way, no answer.
+  EXPECT_EQ(echo4("224.0.0.1", "224.0.0.2", Mac("01:00:5e:00:00:02")), ReplyCheck::kGroupSource);
+}
+
 Bytes Solicit(const char* src, const char* target) {
   const IpAddress t = Ip(target);
   Bytes body(t.bytes.begin(), t.bytes.end());

@@ -205,6 +205,100 @@ TEST(VipMatcherTest, EmptyMatchesNothing) {
   EXPECT_EQ(m.Match(a.bytes.data(), false, 6, 80), 42);
 }
 
+// Address sets an operator may configure that the old unkeyed hash put on one
+// probe run (issue 8, point 2): every VIP must sit within kMaxProbe slots of
+// its home, so that a lookup of any address reads at most that many.
+std::vector<VipConfig> AdversarialVips(const std::string& kind) {
+  std::vector<VipConfig> vips;
+  for (uint32_t i = 0; i < 4096; ++i) {
+    VipConfig v;
+    v.protocol = Protocol::kTcp;
+    v.port = 443;
+    IpAddress a;
+    if (kind == "v6_last_two_bytes") {  // 2001:db8::0000 .. 2001:db8::0fff
+      a = Ip("2001:db8::");
+      a.bytes[14] = static_cast<uint8_t>(i >> 8);
+      a.bytes[15] = static_cast<uint8_t>(i);
+    } else if (kind == "v6_one_per_64") {  // 2001:db8:0:i::1
+      a = Ip("2001:db8::1");
+      a.bytes[6] = static_cast<uint8_t>(i >> 8);
+      a.bytes[7] = static_cast<uint8_t>(i);
+    } else if (kind == "v6_high_bytes") {  // i:db8::1: only the first bytes vary
+      a = Ip("2001:db8::1");
+      a.bytes[0] = static_cast<uint8_t>(i >> 8);
+      a.bytes[1] = static_cast<uint8_t>(i);
+    } else if (kind == "v4_sequence") {  // 10.0.0.0 ..
+      a = IpAddress::V4(10, 0, static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(i));
+    } else {  // v4_stride_256: 10.i.0.1
+      a = IpAddress::V4(10, static_cast<uint8_t>(i >> 4), static_cast<uint8_t>(i << 4), 1);
+    }
+    v.address = a;
+    vips.push_back(v);
+  }
+  return vips;
+}
+
+class VipMatcherAdversarialTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(VipMatcherAdversarialTest, BoundedProbeAllMatchNonVipsMiss) {
+  const std::vector<VipConfig> vips = AdversarialVips(GetParam());
+  // Several fixed keys (a test must not depend on the process's random one),
+  // and the process's own.
+  std::vector<VipMatcher> matchers;
+  for (uint64_t k : {0ull, 1ull, 0x0123456789ABCDEFull}) {
+    matchers.emplace_back(vips, VipHashKey{k, ~k});
+  }
+  matchers.emplace_back(vips);
+  for (const VipMatcher& m : matchers) {
+    EXPECT_LE(m.max_probe(), VipMatcher::kMaxProbe);
+    EXPECT_GE(m.index_slots(), 4 * vips.size());
+    EXPECT_LE(m.build_attempts(), 8u);  // converges (load <= 1/4): one or two keys
+    for (size_t i = 0; i < vips.size(); ++i) {
+      const IpAddress& a = vips[i].address;
+      ASSERT_EQ(m.Match(a.bytes.data(), a.is_v6, kIpProtoTcp, 443), i);
+      ASSERT_TRUE(m.IsVipAddress(a.bytes.data(), a.is_v6));
+      ASSERT_EQ(m.Match(a.bytes.data(), a.is_v6, kIpProtoUdp, 443), VipMatcher::kNone);
+      ASSERT_EQ(m.Match(a.bytes.data(), a.is_v6, kIpProtoTcp, 80), VipMatcher::kNone);
+      // Neighbours of the set in the same pattern (last byte past the set,
+      // another prefix) are no VIPs.
+      IpAddress other = a;
+      other.bytes[a.is_v6 ? 4 : 0] ^= 0x40;
+      ASSERT_EQ(m.Match(other.bytes.data(), other.is_v6, kIpProtoTcp, 443), VipMatcher::kNone);
+      ASSERT_FALSE(m.IsVipAddress(other.bytes.data(), other.is_v6));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sets, VipMatcherAdversarialTest,
+                         ::testing::Values("v6_last_two_bytes", "v6_one_per_64", "v6_high_bytes",
+                                           "v4_sequence", "v4_stride_256"));
+
+TEST(VipMatcherTest, KeyChangesLayoutNotAnswers) {
+  const std::vector<VipConfig> vips = AdversarialVips("v6_last_two_bytes");
+  const VipMatcher a(vips, VipHashKey{1, 2});
+  const VipMatcher b(vips, VipHashKey{3, 4});
+  for (size_t i = 0; i < vips.size(); i += 97) {
+    const IpAddress& v = vips[i].address;
+    EXPECT_EQ(a.Match(v.bytes.data(), true, kIpProtoTcp, 443), b.Match(v.bytes.data(), true, kIpProtoTcp, 443));
+  }
+  // The process key is drawn once and is not the fixed test key.
+  EXPECT_EQ(&VipMatcher::DefaultKey(), &VipMatcher::DefaultKey());
+  EXPECT_FALSE(VipMatcher::DefaultKey().k0 == 0 && VipMatcher::DefaultKey().k1 == 0);
+}
+
+TEST(VipMatcherTest, DuplicateKeepsFirstAndGroupsAcrossOrder) {
+  // Specs of one address interleaved with others: grouped whatever the order.
+  VipMatcher m({Vip("10.0.0.1", Protocol::kTcp, 80), Vip("10.0.0.2", Protocol::kTcp, 80),
+                Vip("10.0.0.1", Protocol::kTcp, 80), Vip("10.0.0.1", Protocol::kTcp, 0),
+                Vip("10.0.0.1", Protocol::kTcp, 0), Vip("10.0.0.1", Protocol::kTcp, 443)},
+               VipHashKey{5, 6});
+  const IpAddress a = Ip("10.0.0.1");
+  EXPECT_EQ(m.Match(a.bytes.data(), false, kIpProtoTcp, 80), 0);
+  EXPECT_EQ(m.Match(a.bytes.data(), false, kIpProtoTcp, 443), 5);
+  EXPECT_EQ(m.Match(a.bytes.data(), false, kIpProtoTcp, 7), 3);
+  EXPECT_EQ(m.size(), 4u);  // 80, 443, wildcard of .1; 80 of .2
+}
+
 // ---------------------------------------------------- header combinations
 
 struct Combo {
@@ -460,6 +554,10 @@ TEST_F(ClassifyTest, EveryClassifyDropReason) {
   f[16] = 0;
   f[17] = 19;  // shorter than the header
   check(f, DropReason::kBadIpLength);
+  f = syn4;
+  f[14 + 10] ^= 0x01;  // header checksum
+  check(f, DropReason::kBadIpv4Checksum);
+  check(Frame4({.src = h4.src, .dst = h4.dst, .ttl = 0}, Tcp(1, 80)), DropReason::kTtlZero);
   Ip6 deep = h6;
   for (int i = 0; i < 9; ++i) deep.ext.push_back(Ext6{.type = 60});
   check(Frame6(deep, Tcp(1, 443)), DropReason::kBadIp6ExtChain);
@@ -502,12 +600,85 @@ TEST_F(ClassifyTest, EveryClassifyDropReason) {
 
   // The rest are decided after classification (pipeline, encapsulation) and
   // are tested there (encap_test, pipeline tests).
-  const std::set<DropReason> later = {DropReason::kNoBackend, DropReason::kMtuExceeded,
+  const std::set<DropReason> later = {DropReason::kIcmpRateLimited, DropReason::kArpNdRateLimited,
+                                      DropReason::kBroadcastSource, DropReason::kBroadcastDestination,
+                                      DropReason::kNoBackend, DropReason::kMtuExceeded,
                                       DropReason::kMtuExceededNoIcmp, DropReason::kNoEncapSource,
                                       DropReason::kNoHeadroom, DropReason::kNoNeighbor};
   for (size_t i = 0; i < kNumDropReasons; ++i) {
     const DropReason r = static_cast<DropReason>(i);
     EXPECT_TRUE(covered.count(r) || later.count(r)) << "untested: " << DropReasonName(r);
+  }
+}
+
+// ------------------------------------------------ IPv4 header checksum
+
+// Classify with the NIC's verdict on the header checksum.
+TEST_F(ClassifyTest, Ipv4HeaderChecksumSoftwareAndNicHint) {
+  const Ip4 h4{.src = Ip("198.51.100.7"), .dst = Ip("10.0.0.1")};
+  const Bytes good = Frame4(h4, Tcp(1, 80));
+  Bytes bad = good;
+  bad[14 + 10] ^= 0x80;
+  // With IP options too: the software check covers the whole IHL.
+  Bytes opts = Frame4({.src = h4.src, .dst = h4.dst, .options = Bytes{1, 1, 1, 0}}, Tcp(1, 80));
+  Bytes opts_bad = opts;
+  opts_bad[14 + 21] ^= 0x04;  // an option byte, checksum unchanged
+  auto run = [&](const Bytes& f, RxChecksum hint) {
+    std::vector<uint8_t> copy(f);
+    return Classify(copy, vips_, local_, &p_, nullptr, hint);
+  };
+  // Unknown (no offload): software decides.
+  EXPECT_EQ(run(good, RxChecksum::kUnknown).action, Action::kToVip);
+  EXPECT_EQ(run(opts, RxChecksum::kUnknown).action, Action::kToVip);
+  for (const Bytes* f : {&bad, &opts_bad}) {
+    const Verdict v = run(*f, RxChecksum::kUnknown);
+    EXPECT_EQ(v.action, Action::kDrop);
+    EXPECT_EQ(DropReasonName(v.reason), "bad_ipv4_checksum");
+  }
+  // Good: the NIC checked; software trusts it (a frame whose bytes differ from
+  // what the NIC saw cannot happen, so the hint alone decides).
+  EXPECT_EQ(run(good, RxChecksum::kGood).action, Action::kToVip);
+  EXPECT_EQ(run(bad, RxChecksum::kGood).action, Action::kToVip);
+  // Bad: dropped, whatever the bytes say.
+  const Verdict v = run(good, RxChecksum::kBad);
+  EXPECT_EQ(v.action, Action::kDrop);
+  EXPECT_EQ(DropReasonName(v.reason), "bad_ipv4_checksum");
+  // Structural errors keep their own reason; IPv6 has no header checksum
+  // (a kBad hint cannot concern it).
+  Bytes short_ihl = bad;
+  short_ihl[14] = 0x44;
+  EXPECT_EQ(DropReasonName(run(short_ihl, RxChecksum::kUnknown).reason), "bad_ihl");
+  const Bytes v6 = Frame6({.src = Ip("2001:db8:c::7"), .dst = Ip("2001:db8::1")}, Tcp(1, 443));
+  EXPECT_EQ(run(v6, RxChecksum::kBad).action, Action::kToVip);
+  // A checksum of 0xFFFF vs 0x0000 (the same in ones' complement): a header
+  // whose checksum field holds the other zero still verifies.
+  for (uint16_t id = 0; id < 2048; ++id) {
+    Bytes f = Frame4({.src = h4.src, .dst = h4.dst, .id = id}, Tcp(1, 80));
+    ASSERT_EQ(run(f, RxChecksum::kUnknown).action, Action::kToVip) << id;
+    f[14 + 4] ^= 0x10;
+    ASSERT_EQ(run(f, RxChecksum::kUnknown).action, Action::kDrop) << id;
+  }
+}
+
+// ------------------------------------------------------- TTL / hop limit
+
+TEST_F(ClassifyTest, TtlZeroDroppedTtlOnePassesUnchanged) {
+  for (uint8_t ttl : {0, 1}) {
+    SCOPED_TRACE(int{ttl});
+    const Bytes f4 = Frame4({.src = Ip("198.51.100.7"), .dst = Ip("10.0.0.1"), .ttl = ttl}, Tcp(1, 80));
+    const Bytes f6 = Frame6({.src = Ip("2001:db8:c::7"), .dst = Ip("2001:db8::1"), .hop_limit = ttl}, Tcp(1, 443));
+    const Bytes ping = Frame4({.src = Ip("198.51.100.7"), .dst = Ip("192.0.2.10"), .proto = 1, .ttl = ttl},
+                              Echo(false, 1, 1));
+    for (const Bytes* f : {&f4, &f6, &ping}) {
+      const Verdict v = Run(*f);
+      if (ttl == 0) {
+        EXPECT_EQ(v.action, Action::kDrop);
+        EXPECT_EQ(DropReasonName(v.reason), "ttl_zero");
+      } else {
+        EXPECT_NE(v.action, Action::kDrop) << DropReasonName(v.reason);
+        EXPECT_EQ(p_.ttl, 1);  // parsed as is; forwarding does not decrement it
+      }
+    }
   }
 }
 

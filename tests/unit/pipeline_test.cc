@@ -499,6 +499,205 @@ TEST_F(PipelineTest, TooBigWithDfIsAnsweredWithFragmentationNeeded) {
   EXPECT_EQ(backend_totals().bytes, fits.size());
 }
 
+// ------------------------------------- what the LB generates (issue 8, 15)
+
+Bytes EchoTo(const std::string& src, const std::string& dst, const Eth& eth = {}) {
+  const IpAddress s = Ip(src);
+  if (s.is_v6) {
+    Ip6 h;
+    h.src = s;
+    h.dst = Ip(dst);
+    h.proto = 58;
+    return testing::Frame6(h, testing::Echo(true, 7, 1), eth);
+  }
+  Ip4 h;
+  h.src = s;
+  h.dst = Ip(dst);
+  h.proto = 1;
+  return testing::Frame4(h, testing::Echo(false, 7, 1), eth);
+}
+
+Bytes NeighborSolicitation() {
+  Ip6 h6;
+  h6.src = Ip("2001:db8::99");
+  h6.dst = Ip("ff02::1:ff00:10");
+  h6.proto = 58;
+  h6.hop_limit = 255;
+  const IpAddress target = Ip("2001:db8::10");
+  Bytes body(target.bytes.begin(), target.bytes.end());
+  const Bytes opt = {1, 1, 0x02, 0, 0, 0, 0, 0x99};
+  body.insert(body.end(), opt.begin(), opt.end());
+  return testing::Frame6(h6, testing::Icmp(135, 0, 0, body), {.dst = Mac("33:33:ff:00:00:10")});
+}
+
+Bytes ArpRequest(const MacAddress& src_mac) {
+  return testing::Frame({.dst = Mac("ff:ff:ff:ff:ff:ff"), .src = src_mac}, 0x0806,
+                        testing::Arp(1, src_mac, Ip("192.0.2.1"), MacAddress{}, Ip("192.0.2.10")));
+}
+
+TEST(TokenBucketTest, RefillsCapsAndSurvivesOddClocks) {
+  TokenBucket b;
+  // Starts full, at any time (0 included).
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(b.Take(0, 1000, 5)) << i;
+  EXPECT_FALSE(b.Take(0, 1000, 5));
+  EXPECT_FALSE(b.Take(999'999, 1000, 5));
+  EXPECT_TRUE(b.Take(1'000'000, 1000, 5));
+  // A clock that goes back refills nothing and breaks nothing.
+  EXPECT_FALSE(b.Take(10, 1000, 5));
+  EXPECT_TRUE(b.Take(10 + 1'000'000, 1000, 5));
+  // A huge gap fills to the burst, no more (and does not overflow).
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(b.Take(~uint64_t{0} - 1, 1000, 5)) << i;
+  EXPECT_FALSE(b.Take(~uint64_t{0} - 1, 1000, 5));
+  // A smaller burst after a reload applies at once.
+  TokenBucket c;
+  EXPECT_TRUE(c.Take(kT0, 1000, 2));
+  EXPECT_TRUE(c.Take(kT0, 1000, 2));
+  EXPECT_FALSE(c.Take(kT0, 1000, 2));
+  TokenBucket d;
+  EXPECT_TRUE(d.Take(kT0, 1000, 50));
+  EXPECT_TRUE(d.Take(kT0, 1000, 1));
+  EXPECT_FALSE(d.Take(kT0, 1000, 1));
+  // Rate 0 or burst 0: nothing; an absurd rate: still bounded by the burst.
+  TokenBucket e;
+  EXPECT_FALSE(e.Take(kT0, 0, 10));
+  EXPECT_FALSE(e.Take(kT0, 10, 0));
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(e.Take(kT0, 4'000'000'000u, 3));
+  EXPECT_FALSE(e.Take(kT0, 4'000'000'000u, 3));
+}
+
+TEST_F(PipelineTest, RepliesAreRateLimitedPerWorker) {
+  Config c = BaseConfig();
+  c.lb.reply_rate = 10;  // one token per 100 ms
+  c.lb.reply_burst = 3;
+  Reload(c);
+  auto echo = [&](uint64_t now) {
+    Buf b(EchoTo("10.0.0.1", "192.0.2.10"));
+    return Run(b, now).action;
+  };
+  auto too_big = [&](uint64_t now) {
+    Buf b(TcpFrame("10.0.0.1", 4000, "198.51.100.80", kTcpAck, 1500 - 40));
+    return Run(b, now).action;
+  };
+  auto arp = [&](uint64_t now) {
+    Buf b(ArpRequest(Mac("02:00:00:00:00:02")));
+    return Run(b, now).action;
+  };
+  // A burst of 3, shared by echo replies and ICMP errors.
+  EXPECT_EQ(echo(kT0), PacketAction::kReply);
+  EXPECT_EQ(too_big(kT0), PacketAction::kReply);
+  EXPECT_EQ(echo(kT0), PacketAction::kReply);
+  EXPECT_EQ(echo(kT0), PacketAction::kDrop);
+  EXPECT_EQ(too_big(kT0), PacketAction::kDrop);
+  EXPECT_EQ(Drops(DropReason::kIcmpRateLimited), 2u);
+  EXPECT_EQ(Drops(DropReason::kMtuExceeded), 1u);  // only the one answered
+  // ARP has a bucket of its own: not starved by the ping flood.
+  // (neighbour solicitations share it: answered from a multicast
+  // destination, which is what they are sent to).
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(arp(kT0), PacketAction::kReply) << i;
+  Buf ns(NeighborSolicitation());
+  EXPECT_EQ(Run(ns, kT0).action, PacketAction::kReply);
+  EXPECT_EQ(arp(kT0), PacketAction::kDrop);
+  Buf ns2(NeighborSolicitation());
+  EXPECT_EQ(Run(ns2, kT0).action, PacketAction::kDrop);
+  EXPECT_EQ(ns2.ref.reason, DropReason::kArpNdRateLimited);
+  EXPECT_EQ(Drops(DropReason::kArpNdRateLimited), 2u);
+  // Refill at the configured rate, up to the burst.
+  EXPECT_EQ(echo(kT0 + kSec / 10 - 1), PacketAction::kDrop);
+  EXPECT_EQ(echo(kT0 + kSec / 10), PacketAction::kReply);
+  EXPECT_EQ(echo(kT0 + kSec / 10), PacketAction::kDrop);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(echo(kT0 + 100 * kSec), PacketAction::kReply) << i;
+  EXPECT_EQ(echo(kT0 + 100 * kSec), PacketAction::kDrop);
+  EXPECT_EQ(Drops(DropReason::kIcmpRateLimited), 5u);
+  EXPECT_EQ(worker_.counters().local[static_cast<size_t>(LocalCounter::kEchoReplies)].value(), 6u);
+  // Rate 0: the LB generates no ICMP at all (ARP still answered).
+  c.lb.reply_rate = 0;
+  Reload(c);
+  EXPECT_EQ(echo(kT0 + 200 * kSec), PacketAction::kDrop);
+  EXPECT_EQ(arp(kT0 + 200 * kSec), PacketAction::kDrop);
+  EXPECT_EQ(Drops(DropReason::kIcmpRateLimited), 6u);
+}
+
+TEST_F(PipelineTest, DefaultReplyRateAllowsTheBurstThenLimits) {
+  // Defaults (1000/s, burst 50): 50 at one instant, then one per ms.
+  size_t replied = 0;
+  for (int i = 0; i < 60; ++i) {
+    Buf b(EchoTo("10.0.0.1", "192.0.2.10"));
+    replied += Run(b, kT0).action == PacketAction::kReply;
+  }
+  EXPECT_EQ(replied, kDefaultReplyBurst);
+  Buf later(EchoTo("10.0.0.1", "192.0.2.10"));
+  EXPECT_EQ(Run(later, kT0 + kSec / 1000).action, PacketAction::kReply);
+}
+
+TEST_F(PipelineTest, NeverAnswersAGroupSourceNorAboutAGroupDestination) {
+  Config c = BaseConfig();
+  c.lb.reply_burst = 1;  // a refused packet takes no token: the last echo still gets one
+  Reload(c);
+  for (const char* src : {"255.255.255.255", "224.0.0.5", "239.1.2.3", "0.0.0.0", "0.1.2.3", "240.0.0.1",
+                          "127.0.0.1"}) {
+    SCOPED_TRACE(src);
+    Buf b(EchoTo(src, "192.0.2.10"));
+    EXPECT_EQ(Run(b).action, PacketAction::kDrop);
+    EXPECT_EQ(b.ref.reason, DropReason::kBroadcastSource);
+  }
+  for (const char* src : {"::", "ff02::1", "ff05::2", "::1"}) {
+    SCOPED_TRACE(src);
+    Buf b(EchoTo(src, "2001:db8::10"));
+    EXPECT_EQ(Run(b).action, PacketAction::kDrop);
+    EXPECT_EQ(b.ref.reason, DropReason::kBroadcastSource);
+  }
+  // A multicast / broadcast source MAC, with a unicast IP source.
+  for (const char* mac : {"01:00:5e:00:00:01", "ff:ff:ff:ff:ff:ff", "33:33:00:00:00:01"}) {
+    SCOPED_TRACE(mac);
+    Buf b(EchoTo("10.0.0.1", "192.0.2.10", {.src = Mac(mac)}));
+    EXPECT_EQ(Run(b).action, PacketAction::kDrop);
+    EXPECT_EQ(b.ref.reason, DropReason::kBroadcastSource);
+    Buf a(ArpRequest(Mac(mac)));
+    EXPECT_EQ(Run(a).action, PacketAction::kDrop);
+    EXPECT_EQ(a.ref.reason, DropReason::kBroadcastSource);
+  }
+  // Sent as link-layer broadcast to our unicast address: no answer (RFC 1122 3.3.6).
+  Buf bcast(EchoTo("10.0.0.1", "192.0.2.10", {.dst = Mac("ff:ff:ff:ff:ff:ff")}));
+  EXPECT_EQ(Run(bcast).action, PacketAction::kDrop);
+  EXPECT_EQ(bcast.ref.reason, DropReason::kBroadcastDestination);
+  // Too big, from a group source or to a group MAC: no ICMP error either.
+  Ip4 h;
+  h.src = Ip("224.0.0.9");
+  h.dst = Ip("198.51.100.80");
+  Buf big_from_group(testing::Frame4(h, testing::Tcp(4000, 80, kTcpAck, 1500 - 40)));
+  EXPECT_EQ(Run(big_from_group).action, PacketAction::kDrop);
+  EXPECT_EQ(big_from_group.ref.reason, DropReason::kBroadcastSource);
+  Buf big_to_group(testing::Frame4({.src = Ip("10.0.0.1"), .dst = Ip("198.51.100.80")},
+                                   testing::Tcp(4000, 80, kTcpAck, 1500 - 40),
+                                   {.dst = Mac("01:00:5e:00:00:01")}));
+  EXPECT_EQ(Run(big_to_group).action, PacketAction::kDrop);
+  EXPECT_EQ(big_to_group.ref.reason, DropReason::kBroadcastDestination);
+  EXPECT_EQ(Drops(DropReason::kBroadcastSource), 7u + 4u + 3u * 2u + 1u);
+  EXPECT_EQ(Drops(DropReason::kBroadcastDestination), 2u);
+  EXPECT_EQ(Drops(DropReason::kIcmpRateLimited), 0u);
+  // Unicast neighbours are still answered, and DAD (from ::) too.
+  Buf ok(EchoTo("10.0.0.1", "192.0.2.10"));
+  EXPECT_EQ(Run(ok).action, PacketAction::kReply);
+  Buf arp_ok(ArpRequest(Mac("02:00:00:00:00:02")));
+  EXPECT_EQ(Run(arp_ok).action, PacketAction::kReply);
+}
+
+TEST_F(PipelineTest, NicChecksumVerdictReachesClassify) {
+  for (RxChecksum hint : {RxChecksum::kUnknown, RxChecksum::kGood, RxChecksum::kBad}) {
+    Bytes f = TcpFrame("10.0.0.1", 4000, "198.51.100.80", kTcpSyn);
+    f[14 + 10] ^= 0x01;  // a corrupted header checksum
+    Buf b(f);
+    worker_.ProcessPacket(b.ref, *state_, kT0, hint);
+    if (hint == RxChecksum::kGood) {
+      EXPECT_EQ(b.ref.action, PacketAction::kTransmit);  // the NIC's word is taken
+    } else {
+      EXPECT_EQ(b.ref.action, PacketAction::kDrop);
+      EXPECT_EQ(b.ref.reason, DropReason::kBadIpv4Checksum);
+    }
+  }
+  EXPECT_EQ(Drops(DropReason::kBadIpv4Checksum), 2u);
+}
+
 TEST_F(PipelineTest, TooBigWithoutDfIsFragmentedInsideTheTunnel) {
   Buf b(TcpFrame("10.0.0.1", 4001, "198.51.100.80", kTcpAck, 2000, /*df=*/false));
   Run(b);
