@@ -167,7 +167,11 @@ inline constexpr size_t kDefaultScratchBytes = 256 * 1024;
 /// One worker: its conntrack, its counters. Not thread-safe: one per core.
 class Worker {
  public:
+  /// The conntrack's hash key is random, or `conntrack_key` (the daemon
+  /// passes one from getrandom(2); tests pin one to be deterministic).
   explicit Worker(const ConntrackConfig& conntrack, size_t scratch_bytes = kDefaultScratchBytes);
+  Worker(const ConntrackConfig& conntrack, const ConntrackKey& conntrack_key,
+         size_t scratch_bytes = kDefaultScratchBytes);
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 

@@ -323,7 +323,7 @@ TEST_F(PipelineTest, NewFlowsOfOneBurstNeverShareAWay) {
     k.src_port = 4000;
     k.dst_port = 80;
     k.protocol = 6;
-    EXPECT_NE(w.conntrack().Lookup(k, ConntrackHash(k), kT0), nullptr) << i;
+    EXPECT_NE(w.conntrack().Lookup(k, w.conntrack().HashOf(k), kT0), nullptr) << i;
   }
   // Four more: each evicts one, and the table still holds 16 distinct flows.
   std::vector<Buf> more;
