@@ -6,7 +6,8 @@
 //
 // Layout (as VPP's sticky table, extended to full keys and two choices):
 // buckets of 8 ways. A bucket's 64-byte header holds, per way, a 24-bit
-// signature plus the TCP state (0 = empty) and the expiry tick; the 8 entries
+// signature plus the TCP state (0 = empty) and proven/reset flags, and the
+// expiry tick; the 8 entries
 // (full FlowKey, backend id, backend hint) live in a parallel array, one
 // 64-byte line each. A flow may sit in either of two buckets (both derived from
 // ConntrackHash; an insert takes the emptier one), which keeps premature
@@ -262,7 +263,7 @@ class Conntrack {
   size_t CountCounted(uint32_t load_slot, uint32_t backend_id) const;
 
   /// Where a flow's entry can be: its two buckets and its signature, computed
-  /// once per packet from ConntrackHash.
+  /// once per packet from HashOf.
   /// Where Insert puts a new flow, with the way's header as it was when chosen
   /// (a cached choice is used only if the way is unchanged since).
   struct Slot {
@@ -312,7 +313,7 @@ class Conntrack {
   /// that a burst of new flows does not stall on its stores.
   void PrefetchInsertSlot(Probe& probe, uint8_t protocol, uint8_t tcp_flags, uint64_t now_ns) const;
 
-  /// The live entry of `key` (hash = ConntrackHash(key)) or nullptr. Does not
+  /// The live entry of `key` (hash = HashOf(key)) or nullptr. Does not
   /// refresh it: call Touch for packets that belong to it.
   ConntrackEntry* Lookup(const FlowKey& key, const Probe& probe, uint64_t now_ns) {
     const uint32_t now = TickOf(now_ns);

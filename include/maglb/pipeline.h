@@ -13,8 +13,12 @@
 //     track (repin / insert) -> forward. An unknown non-SYN flow (LB restart,
 //     ECMP shift) is treated exactly like a new one and tracked from then on.
 //     ICMP errors follow the flow they are about (lookup only: no insert, no
-//     refresh). A TCP SYN for a flow that is closing starts a new connection:
-//     it is re-placed by the current table.
+//     refresh). No single packet moves a tracked flow (conntrack.h): FIN/RST
+//     only shorten its timeout, and a SYN on a closing flow (the tuple's next
+//     connection) stays on the pinned backend unless it is draining (weight
+//     0), when the current table re-places it. A RST of an unknown flow is
+//     forwarded by the table and tracks nothing (counted untracked). The
+//     conntrack's Sweep runs once per burst (expiry over any uptime).
 //  4. Forward (encap.h): encapsulate or rewrite in the packet's own buffer
 //     (headroom). Local traffic (ARP, ND, echo) and packets too big for the
 //     tunnel with DF get their reply in place (reply.h); IPv4 packets too big
