@@ -366,9 +366,13 @@ class Conntrack {
   ///    non-RST packet restores established when it shows that the FIN/RST
   ///    was not the client's: after a RST any such packet (a client sends
   ///    nothing after its RST), after a FIN one that carries data
-  ///    (`payload`; the pure ACKs of a half-closed download are normal and
-  ///    only extend the closing timeout).
+  ///    (`carries_data()`, asked only then; the pure ACKs of a half-closed
+  ///    download are normal and only extend the closing timeout).
   void Touch(ConntrackEntry* e, uint8_t tcp_flags, uint64_t now_ns, bool payload = false) {
+    Touch(e, tcp_flags, now_ns, [payload] { return payload; });
+  }
+  template <typename CarriesData>
+  void Touch(ConntrackEntry* e, uint8_t tcp_flags, uint64_t now_ns, CarriesData&& carries_data) {
     using namespace conntrack_internal;  // NOLINT: the tag bits
     const auto index = static_cast<uint32_t>(e - entries_);
     const uint32_t old = headers_[index / kWays].tag[index % kWays] & kStateMask;
@@ -388,7 +392,7 @@ class Conntrack {
       if (syn && !rst) {
         s = FlowState::kSynSent;
         flags &= ~kResetBit;
-      } else if (!rst && !fin && ((flags & kResetBit) || payload)) {
+      } else if (!rst && !fin && ((flags & kResetBit) || carries_data())) {
         s = FlowState::kEstablished;
         flags &= ~kResetBit;
       }

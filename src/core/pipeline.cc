@@ -319,15 +319,12 @@ void Worker::ToVip(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash,
     // closing entry (the tuple's next connection, or a spoofed SYN after a
     // spoofed FIN/RST) keeps the backend while it takes new flows; only a
     // draining one (weight 0) hands the new connection to the table.
-    bool payload = false;
-    if (tcp && conntrack_.StateOf(e) == FlowState::kClosing) [[unlikely]] {
-      if ((p.tcp_flags & (kTcpSyn | kTcpAck | kTcpRst)) == kTcpSyn && vip.backends[backend].weight == 0) {
-        return NewFlow(pkt, p, ct_hash, probe, e, false, vip, state, now_ns);
-      }
-      payload = TcpCarriesData(pkt, p);
+    const bool bare_syn = tcp && (p.tcp_flags & (kTcpSyn | kTcpAck | kTcpRst)) == kTcpSyn;
+    if (bare_syn && conntrack_.StateOf(e) == FlowState::kClosing && vip.backends[backend].weight == 0) {
+      return NewFlow(pkt, p, ct_hash, probe, e, false, vip, state, now_ns);
     }
     if (e->backend_hint != backend) e->backend_hint = backend;  // keep the line clean
-    conntrack_.Touch(e, p.tcp_flags, now_ns, payload);
+    conntrack_.Touch(e, p.tcp_flags, now_ns, [&] { return TcpCarriesData(pkt, p); });
     return Send(pkt, p, vip, backend, ct_hash, state);
   }
 
