@@ -502,8 +502,9 @@ TEST(ConntrackTest, ALongGapWithoutSweepsKillsEverything) {
 TEST(ConntrackTest, VictimChoiceNeverOverflowsOnFarDeadlines) {
   Conntrack ct(SmallConfig(8), kKey);
   for (uint16_t i = 0; i < 16; ++i) ASSERT_NE(Add(ct, Key(26, i), kTcpAck, 1, kT0), nullptr);
-  // 2^31 - 1 ticks later every deadline looks ~2^31 ahead (falsely live).
-  const uint64_t now = kT0 + ((uint64_t{1} << 31) + 5) * kTick;
+  // ~1.75 years later, unswept, every deadline looks 2^30 + 2^20 ticks ahead
+  // (falsely live): the old rem + 2^30 overflowed there.
+  const uint64_t now = kT0 + ((uint64_t{1} << 32) - (uint64_t{1} << 30) - (uint64_t{1} << 20)) * kTick;
   EXPECT_NE(Add(ct, Key(27, 1), kTcpAck, 1, now), nullptr);
 }
 
