@@ -25,8 +25,9 @@
 //    ECMP change) or UDP: when a packet of it arrives at least
 //    kProofDelayNs (1 s) after its first. One second of sustained life costs
 //    a spoofer a packet per flow per second kept up, and a real connection
-//    picked up mid-flow is proven within a second (in that second it is
-//    placed by the table, as it would be untracked).
+//    picked up mid-flow is proven within a second (until then it may be
+//    evicted; its next packet is then placed by the table, as any untracked
+//    flow's).
 // The proof is kept for the entry's life (closing, a new SYN on its tuple
 // and repins included). HashOf is keyed with a per-start secret, so which
 // flows share buckets cannot be chosen from outside either.
@@ -86,7 +87,8 @@ inline constexpr uint32_t kProvenBit = 0x80;   // see "Proven flows"
 inline constexpr uint8_t kEmpty = 0;
 // Signed distance in ticks from now to a deadline, modulo 2^32: positive
 // while the deadline is ahead. Ticks wrap after ~2.3 years of uptime; the
-// signed difference keeps comparisons right across the wrap.
+// signed difference keeps comparisons right across the wrap, for deadlines
+// within 2^31 ticks of now (Sweep keeps dead ones there).
 inline int32_t Remaining(uint32_t deadline, uint32_t now_tick) {
   return static_cast<int32_t>(deadline - now_tick);
 }
