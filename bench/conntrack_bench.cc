@@ -1,8 +1,10 @@
 // maglb's conntrack table against DPDK's rte_hash, on what the packet path
 // asks of it: bulk lookups of 32 flow keys (40 bytes) in a table of 1M flows,
-// hits and misses, random order. Both sides hash in the loop (ConntrackHash =
-// XXH64 for maglb; rte_hash_crc, rte_hash's fastest hash on x86, for
-// rte_hash), and both build their keys the same way.
+// hits and misses, random order. Both sides hash in the loop (ConntrackHash,
+// keyed, for maglb; rte_hash_crc, rte_hash's fastest hash on x86, for
+// rte_hash), and both build their keys the same way. The *_Legacy cases run
+// maglb with the unkeyed hash it had before issue 8.3 (a copy below), on a
+// table of its own, to price the key in the same run; BM_Hash_* hash alone.
 //
 // rte_hash needs the EAL (its tables live in rte_malloc memory); it runs here
 // without hugepages or devices: --no-huge --no-pci -m 1024 --no-shconf.
@@ -23,6 +25,7 @@
 
 #include "maglb/conntrack.h"
 #include "maglb/flow_hash.h"
+#include "maglb/xxh64_internal.h"
 
 namespace maglb {
 namespace {
@@ -60,15 +63,38 @@ const std::vector<uint32_t>& MissIds() {
   return *v;
 }
 
+// The conntrack hash before it was keyed (fixed public constants).
+inline uint64_t LegacyConntrackHash(const FlowKey& key) {
+  using flow_hash_internal::Mum;
+  using xxh64_internal::LoadLe64;
+  constexpr uint64_t kS0 = 0xa0761d6478bd642fULL, kS1 = 0xe7037ed1a0b428dbULL,
+                     kS2 = 0x8ebc6af09c88c6e3ULL, kS3 = 0x589965cc75374cc3ULL,
+                     kS4 = 0x1d8e4e27c47d124fULL;
+  const auto* p = reinterpret_cast<const uint8_t*>(&key);
+  const uint64_t tail = uint64_t{key.src_port} | uint64_t{key.dst_port} << 16 |
+                        uint64_t{key.protocol} << 32 | uint64_t{key.is_v6} << 40 |
+                        uint64_t{key.reserved} << 48;
+  const uint64_t a = Mum(LoadLe64(p) ^ kS0, LoadLe64(p + 8) ^ kS1);
+  const uint64_t b = Mum(LoadLe64(p + 16) ^ kS2, LoadLe64(p + 24) ^ kS3);
+  const uint64_t c = Mum(a ^ b ^ kS4, tail ^ kS1);
+  return Mum(c ^ kS0, c ^ kS3);
+}
+
+template <bool kLegacy>
+inline uint64_t HashFor(const Conntrack& ct, const FlowKey& k) {
+  return kLegacy ? LegacyConntrackHash(k) : ct.HashOf(k);
+}
+
+template <bool kLegacy>
 Conntrack& MaglbTable() {
   static Conntrack* ct = [] {
     ConntrackConfig c;
     c.capacity = kFlows;
-    auto* t = new Conntrack(c);
+    auto* t = new Conntrack(c, ConntrackKey::Fixed(kLegacy ? 2 : 1));
     FlowKey k;
     for (uint32_t id = 0; id < kFlows; ++id) {
       MakeKey(id, &k);
-      t->Insert(k, ConntrackHash(k), kTcpAck, id, 0, kNow);
+      t->Insert(k, HashFor<kLegacy>(*t, k), kTcpAck, id, 0, kNow);
     }
     return t;
   }();
@@ -117,8 +143,9 @@ void Report(benchmark::State& state) {
       static_cast<double>(state.iterations() * kBurst), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
+template <bool kLegacy>
 void MaglbBulk(benchmark::State& state, const std::vector<uint32_t>& ids) {
-  Conntrack& ct = MaglbTable();
+  Conntrack& ct = MaglbTable<kLegacy>();
   FlowKey keys[kBurst];
   const FlowKey* key_ptrs[kBurst];
   uint64_t hashes[kBurst];
@@ -129,7 +156,7 @@ void MaglbBulk(benchmark::State& state, const std::vector<uint32_t>& ids) {
     // Keys first, then hashes (as rte_hash_lookup_bulk does inside): hashing a
     // key right after writing it bytewise stalls on store-to-load forwarding.
     for (size_t i = 0; i < kBurst; ++i) MakeKey(ids[pos + i], &keys[i]);
-    for (size_t i = 0; i < kBurst; ++i) hashes[i] = ConntrackHash(keys[i]);
+    for (size_t i = 0; i < kBurst; ++i) hashes[i] = HashFor<kLegacy>(ct, keys[i]);
     pos = (pos + kBurst) & (kOrder - 1);
     ct.LookupBulk(key_ptrs, hashes, kBurst, kNow, out);
     for (size_t i = 0; i < kBurst; ++i) found += out[i] != nullptr;
@@ -138,14 +165,15 @@ void MaglbBulk(benchmark::State& state, const std::vector<uint32_t>& ids) {
   state.counters["hit_ratio"] = static_cast<double>(found) / static_cast<double>(state.iterations() * kBurst);
 }
 
+template <bool kLegacy>
 void MaglbSingle(benchmark::State& state, const std::vector<uint32_t>& ids) {
-  Conntrack& ct = MaglbTable();
+  Conntrack& ct = MaglbTable<kLegacy>();
   FlowKey k;
   size_t pos = 0, found = 0;
   for (auto _ : state) {
     for (size_t i = 0; i < kBurst; ++i) {
       MakeKey(ids[pos + i], &k);
-      found += ct.Lookup(k, ConntrackHash(k), kNow) != nullptr;
+      found += ct.Lookup(k, HashFor<kLegacy>(ct, k), kNow) != nullptr;
     }
     pos = (pos + kBurst) & (kOrder - 1);
   }
@@ -171,9 +199,30 @@ void DpdkBulk(benchmark::State& state, const std::vector<uint32_t>& ids) {
   state.counters["hit_ratio"] = static_cast<double>(found) / static_cast<double>(state.iterations() * kBurst);
 }
 
-void BM_Maglb_Bulk_Hit(benchmark::State& s) { MaglbBulk(s, HitIds()); }
-void BM_Maglb_Bulk_Miss(benchmark::State& s) { MaglbBulk(s, MissIds()); }
-void BM_Maglb_Single_Hit(benchmark::State& s) { MaglbSingle(s, HitIds()); }
+// The hash alone, 32 keys of a burst (keys built outside the timing).
+template <bool kLegacy>
+void HashOnly(benchmark::State& state) {
+  const Conntrack& ct = MaglbTable<kLegacy>();
+  std::vector<FlowKey> keys(1024);
+  for (uint32_t i = 0; i < keys.size(); ++i) MakeKey(HitIds()[i], &keys[i]);
+  size_t pos = 0;
+  uint64_t acc = 0;
+  for (auto _ : state) {
+    for (size_t i = 0; i < kBurst; ++i) acc += HashFor<kLegacy>(ct, keys[pos + i]);
+    pos = (pos + kBurst) & (keys.size() - 1);
+  }
+  benchmark::DoNotOptimize(acc);
+  Report(state);
+}
+
+void BM_Maglb_Bulk_Hit(benchmark::State& s) { MaglbBulk<false>(s, HitIds()); }
+void BM_Maglb_Bulk_Miss(benchmark::State& s) { MaglbBulk<false>(s, MissIds()); }
+void BM_Maglb_Single_Hit(benchmark::State& s) { MaglbSingle<false>(s, HitIds()); }
+void BM_Maglb_Bulk_Hit_Legacy(benchmark::State& s) { MaglbBulk<true>(s, HitIds()); }
+void BM_Maglb_Bulk_Miss_Legacy(benchmark::State& s) { MaglbBulk<true>(s, MissIds()); }
+void BM_Maglb_Single_Hit_Legacy(benchmark::State& s) { MaglbSingle<true>(s, HitIds()); }
+void BM_Hash_Keyed(benchmark::State& s) { HashOnly<false>(s); }
+void BM_Hash_Legacy(benchmark::State& s) { HashOnly<true>(s); }
 void BM_RteHash_Bulk_Hit(benchmark::State& s) { DpdkBulk(s, HitIds()); }
 void BM_RteHash_Bulk_Miss(benchmark::State& s) { DpdkBulk(s, MissIds()); }
 BENCHMARK(BM_Maglb_Bulk_Hit);
@@ -181,6 +230,11 @@ BENCHMARK(BM_RteHash_Bulk_Hit);
 BENCHMARK(BM_Maglb_Bulk_Miss);
 BENCHMARK(BM_RteHash_Bulk_Miss);
 BENCHMARK(BM_Maglb_Single_Hit);
+BENCHMARK(BM_Maglb_Bulk_Hit_Legacy);
+BENCHMARK(BM_Maglb_Bulk_Miss_Legacy);
+BENCHMARK(BM_Maglb_Single_Hit_Legacy);
+BENCHMARK(BM_Hash_Keyed);
+BENCHMARK(BM_Hash_Legacy);
 
 }  // namespace
 }  // namespace maglb

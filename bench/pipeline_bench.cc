@@ -153,7 +153,7 @@ struct Fixture {
     state = *BuildLbState(BenchConfig(), nullptr, opts);
     ConntrackConfig ct;
     ct.capacity = kTrackedFlows;
-    worker = std::make_unique<Worker>(ct);
+    worker = std::make_unique<Worker>(ct, ConntrackKey::Fixed(1));
     // Random order over the tracked flows (a power of two for cheap wrap).
     order.resize(1u << 22);
     std::mt19937 rng(42);

@@ -6,7 +6,8 @@
 //
 // Layout (as VPP's sticky table, extended to full keys and two choices):
 // buckets of 8 ways. A bucket's 64-byte header holds, per way, a 24-bit
-// signature plus the TCP state (0 = empty) and the expiry tick; the 8 entries
+// signature plus the TCP state (0 = empty) and proven/reset flags, and the
+// expiry tick; the 8 entries
 // (full FlowKey, backend id, backend hint) live in a parallel array, one
 // 64-byte line each. A flow may sit in either of two buckets (both derived from
 // ConntrackHash; an insert takes the emptier one), which keeps premature
@@ -15,13 +16,39 @@
 // lines. Expiry is lazy: an entry is live until its expiry tick, and a
 // dead way is simply reused.
 //
-// When both buckets are full, the new flow replaces the stalest candidate:
-// half-open and closing flows first, then the one whose idle deadline comes
-// first. One protection against SYN floods: a half-open SYN may only replace
-// a dead, half-open or closing entry, never a live established TCP or UDP
-// flow. A SYN that finds no such way is not
-// tracked (Insert returns nullptr, counted as untracked); the caller still
-// forwards it by the table, and its next packet (a non-SYN) is tracked.
+// Proven flows. A packet alone proves nothing: anyone can send a bare ACK,
+// a UDP datagram, a FIN or a SYN with any source. An entry starts unproven
+// and becomes proven when its flow shows it is real:
+//  - created by a SYN: when the client's handshake-completing segment (the
+//    first non-SYN, non-FIN/RST one) arrives;
+//  - created mid-flow (a non-SYN first packet after an LB restart or an
+//    ECMP change) or UDP: when a packet of it arrives at least
+//    kProofDelayNs (1 s) after its first. One second of sustained life costs
+//    a spoofer a packet per flow per second kept up, and a real connection
+//    picked up mid-flow is proven within a second (until then it may be
+//    evicted; its next packet is then placed by the table, as any untracked
+//    flow's).
+// The proof is kept for the entry's life (closing, a new SYN on its tuple
+// and repins included). HashOf is keyed with a per-start secret, so which
+// flows share buckets cannot be chosen from outside either.
+//
+// When both buckets are full, a new flow (always unproven) replaces the
+// stalest unproven live entry: half-open and closing flows first, then the
+// one whose idle deadline comes first. A proven live flow is never evicted,
+// closing included (its closing timeout is short, so it frees its way soon
+// enough, and a spoofed FIN/RST must not make it evictable). A flow that
+// finds no such way is not tracked (Insert returns nullptr, counted as
+// untracked): the caller still forwards it by the table, and its next
+// packet tries again. A RST never inserts (nothing to pin after a reset).
+//
+// Long uptimes. Deadlines are 32-bit ticks (~16.8 ms) compared by signed
+// difference, which is right only within 2^31 ticks (~1.1 years) of now: an
+// expired entry left alone longer would come back to life. Sweep (once per
+// burst: a compare on the hot path) revisits every bucket at least every
+// kSweepPeriodTicks (~26 days) and re-stamps dead ways with the current
+// tick, so no dead way is ever older than ~130 days; after a gap of more
+// than kMaxDeadlineTicks between calls every entry is known dead and is
+// re-stamped at once.
 #ifndef MAGLB_CONNTRACK_H_
 #define MAGLB_CONNTRACK_H_
 
@@ -37,6 +64,7 @@
 
 #include "maglb/config.h"
 #include "maglb/flow.h"
+#include "maglb/flow_hash.h"
 
 namespace maglb {
 
@@ -52,11 +80,15 @@ inline void PrefetchLine(const void* p) {
 #endif
 }
 
-inline constexpr uint32_t kStateMask = 0xFF;
+inline constexpr uint32_t kStateMask = 0xFF;   // the whole low byte (0 = empty)
+inline constexpr uint32_t kStateBits = 0x07;   // FlowState
+inline constexpr uint32_t kResetBit = 0x40;    // closing because of a RST
+inline constexpr uint32_t kProvenBit = 0x80;   // see "Proven flows"
 inline constexpr uint8_t kEmpty = 0;
 // Signed distance in ticks from now to a deadline, modulo 2^32: positive
 // while the deadline is ahead. Ticks wrap after ~2.3 years of uptime; the
-// signed difference keeps comparisons right across the wrap.
+// signed difference keeps comparisons right across the wrap, for deadlines
+// within 2^31 ticks of now (Sweep keeps dead ones there).
 inline int32_t Remaining(uint32_t deadline, uint32_t now_tick) {
   return static_cast<int32_t>(deadline - now_tick);
 }
@@ -178,7 +210,7 @@ struct ConntrackTimeouts {
 struct ConntrackStats {
   uint64_t inserts = 0;
   uint64_t evictions = 0;      // live flows replaced because their buckets were full
-  uint64_t untracked = 0;      // inserts refused (SYN facing only live established flows)
+  uint64_t untracked = 0;      // inserts refused (only proven live flows in both buckets)
   uint64_t expired_reused = 0; // dead ways reclaimed by an insert
 };
 
@@ -187,13 +219,32 @@ class Conntrack {
   /// Allocates 8-way buckets for config.capacity * 1.25 ways: at the
   /// configured number of flows, fewer than 0.02% are evicted early because
   /// both of their buckets happened to be full.
+  /// The hash key is random (RandomConntrackKey), or `key` when given
+  /// (tests and benchmarks pin one to be deterministic).
   explicit Conntrack(const ConntrackConfig& config);
+  Conntrack(const ConntrackConfig& config, const ConntrackKey& key);
   /// As above, with FlowLoads for `load_slots` backends and `vip_slots` VIPs
   /// (kMaxBackendsTotal and kMaxVips for a worker).
   Conntrack(const ConntrackConfig& config, uint32_t load_slots, uint32_t vip_slots);
+  Conntrack(const ConntrackConfig& config, const ConntrackKey& key, uint32_t load_slots,
+            uint32_t vip_slots);
   ~Conntrack();
   Conntrack(const Conntrack&) = delete;
   Conntrack& operator=(const Conntrack&) = delete;
+
+  /// The hash that Lookup and Insert take for `key`: ConntrackHash with
+  /// this table's secret.
+  uint64_t HashOf(const FlowKey& key) const { return ConntrackHash(key, key_); }
+
+  /// Keeps expiry right over any uptime (see "Long uptimes"). Call with
+  /// each new now_ns before using it for lookups or inserts (once per
+  /// burst); a compare unless a bucket is due.
+  void Sweep(uint64_t now_ns) {
+    if (now_ns >= next_sweep_ns_ || now_ns - last_sweep_call_ns_ > kMaxDeadlineNs) [[unlikely]] {
+      SweepSlow(now_ns);
+    }
+    last_sweep_call_ns_ = now_ns;
+  }
 
   /// Number of ways (~1.25 x the configured capacity).
   size_t capacity() const { return num_buckets_ * kWays; }
@@ -214,7 +265,7 @@ class Conntrack {
   size_t CountCounted(uint32_t load_slot, uint32_t backend_id) const;
 
   /// Where a flow's entry can be: its two buckets and its signature, computed
-  /// once per packet from ConntrackHash.
+  /// once per packet from HashOf.
   /// Where Insert puts a new flow, with the way's header as it was when chosen
   /// (a cached choice is used only if the way is unchanged since).
   struct Slot {
@@ -264,7 +315,7 @@ class Conntrack {
   /// that a burst of new flows does not stall on its stores.
   void PrefetchInsertSlot(Probe& probe, uint8_t protocol, uint8_t tcp_flags, uint64_t now_ns) const;
 
-  /// The live entry of `key` (hash = ConntrackHash(key)) or nullptr. Does not
+  /// The live entry of `key` (hash = HashOf(key)) or nullptr. Does not
   /// refresh it: call Touch for packets that belong to it.
   ConntrackEntry* Lookup(const FlowKey& key, const Probe& probe, uint64_t now_ns) {
     const uint32_t now = TickOf(now_ns);
@@ -294,26 +345,67 @@ class Conntrack {
   FlowState StateOf(const ConntrackEntry* e) const {
     const size_t index = static_cast<size_t>(e - entries_);
     return static_cast<FlowState>(headers_[index / kWays].tag[index % kWays] &
-                                  conntrack_internal::kStateMask);
+                                  conntrack_internal::kStateBits);
   }
+  /// Whether a live entry is proven (file comment, "Proven flows").
+  bool IsProven(const ConntrackEntry* e) const {
+    const size_t index = static_cast<size_t>(e - entries_);
+    return (headers_[index / kWays].tag[index % kWays] & conntrack_internal::kProvenBit) != 0;
+  }
+
+  /// How long an unproven mid-flow or UDP entry must live (a packet at
+  /// least this long after its first) to become proven.
+  static constexpr uint64_t kProofDelayNs = 1'000'000'000ULL;
 
   /// Refreshes a live entry for one more packet of its flow: applies the TCP
   /// flags (`tcp_flags` is ignored for UDP) and extends its idle deadline.
-  /// SYN→established on the first non-SYN segment; FIN or RST → closing. A
-  /// closing flow stays closing; each packet extends it by the closing
-  /// timeout only (the ACKs of a half-closed download keep it alive).
-  void Touch(ConntrackEntry* e, uint8_t tcp_flags, uint64_t now_ns) {
-    FlowState s = StateOf(e);
+  /// None of it moves the flow: the backend stays pinned.
+  ///  - half-open: the first non-SYN segment completes the handshake
+  ///    (established, proven); FIN or RST → closing.
+  ///  - established: FIN or RST → closing (a shorter timeout only).
+  ///  - closing: a SYN starts the tuple's next connection (half-open, still
+  ///    pinned; the caller decides whether to re-pin). A later non-SYN,
+  ///    non-RST packet restores established when it shows that the FIN/RST
+  ///    was not the client's: after a RST any such packet (a client sends
+  ///    nothing after its RST), after a FIN one that carries data
+  ///    (`carries_data()`, asked only then; the pure ACKs of a half-closed
+  ///    download are normal and only extend the closing timeout).
+  void Touch(ConntrackEntry* e, uint8_t tcp_flags, uint64_t now_ns, bool payload = false) {
+    Touch(e, tcp_flags, now_ns, [payload] { return payload; });
+  }
+  template <typename CarriesData>
+  void Touch(ConntrackEntry* e, uint8_t tcp_flags, uint64_t now_ns, CarriesData&& carries_data) {
+    using namespace conntrack_internal;  // NOLINT: the tag bits
+    const auto index = static_cast<uint32_t>(e - entries_);
+    const uint32_t old = headers_[index / kWays].tag[index % kWays] & kStateMask;
+    uint32_t flags = old & (kResetBit | kProvenBit);
+    auto s = static_cast<FlowState>(old & kStateBits);
+    const bool rst = tcp_flags & kTcpRst, fin = tcp_flags & kTcpFin, syn = tcp_flags & kTcpSyn;
     if (s == FlowState::kSynSent) {
-      if (tcp_flags & (kTcpFin | kTcpRst)) {
+      if (rst | fin) {
         s = FlowState::kClosing;
-      } else if (!(tcp_flags & kTcpSyn)) {
+      } else if (!syn) {
         s = FlowState::kEstablished;  // the client's ACK completes its handshake
+        flags |= kProvenBit;
       }
-    } else if (s == FlowState::kEstablished && (tcp_flags & (kTcpFin | kTcpRst))) {
-      s = FlowState::kClosing;
+    } else if (s == FlowState::kEstablished) {
+      if (rst | fin) s = FlowState::kClosing;
+    } else if (s == FlowState::kClosing) {
+      if (syn && !rst) {
+        s = FlowState::kSynSent;
+        flags &= ~kResetBit;
+      } else if (!rst && !fin && ((flags & kResetBit) || carries_data())) {
+        s = FlowState::kEstablished;
+        flags &= ~kResetBit;
+      }
     }
-    SetState(static_cast<uint32_t>(e - entries_), s, now_ns);
+    if (rst && s == FlowState::kClosing) flags |= kResetBit;
+    // Mid-flow and UDP entries prove themselves by living (file comment).
+    if (!(flags & kProvenBit) && s != FlowState::kSynSent && !rst &&
+        now_ns - e->created_ns >= kProofDelayNs) [[unlikely]] {
+      flags |= kProvenBit;
+    }
+    SetState(index, s, flags, now_ns);
   }
 
   /// Tracks a new flow that Lookup did not find. `protocol` is IPPROTO_TCP
@@ -344,6 +436,13 @@ class Conntrack {
   void Remove(ConntrackEntry* e);
 
   static constexpr int kWays = 8;
+  static constexpr int kTickShift = 24;  // ~16.8 ms ticks; 2^31 ticks ~ 1.1 years
+  static constexpr uint64_t kMaxDeadlineTicks = uint64_t{1} << 29;  // ~104 days
+  static constexpr uint64_t kMaxDeadlineNs = kMaxDeadlineTicks << kTickShift;
+  /// Every bucket is swept at least this often (plus one gap between Sweep
+  /// calls, < kMaxDeadlineTicks): well inside the 2^31 ticks that the signed
+  /// comparison of deadlines is right for.
+  static constexpr uint64_t kSweepPeriodTicks = uint64_t{1} << 27;  // ~26 days
 
  private:
   struct alignas(64) BucketHeader {
@@ -351,8 +450,7 @@ class Conntrack {
     uint32_t expires[kWays];  // tick (now_ns >> kTickShift, wrapping) of the idle deadline
   };
   static_assert(sizeof(BucketHeader) == 64);
-  static constexpr int kTickShift = 24;  // ~16.8 ms ticks; 2^31 ticks ~ 1.1 years
-  static constexpr uint64_t kMaxDeadlineTicks = uint64_t{1} << 29;  // ~104 days
+  static_assert(kSweepPeriodTicks + 2 * kMaxDeadlineTicks < (uint64_t{1} << 31));
 
   static uint32_t SigOf(uint64_t hash) { return static_cast<uint32_t>(hash >> 40); }
   // Buckets by multiply-shift ("fastrange") of 32 hash bits: any bucket
@@ -394,7 +492,8 @@ class Conntrack {
     }
     return mask;
   }
-  Slot SelectSlot(const Probe& probe, FlowState state, uint32_t now_tick) const;
+  Slot SelectSlot(const Probe& probe, uint32_t now_tick) const;
+  void SweepSlow(uint64_t now_ns);
   ConntrackEntry* InsertAt(const Slot& slot, const FlowKey& key, uint32_t sig, FlowState state,
                            uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns,
                            uint32_t load_slot);
@@ -422,10 +521,12 @@ class Conntrack {
   uint32_t DeadlineOf(FlowState s, uint64_t now_ns) const {
     return TickOf(now_ns) + deadline_ticks_[static_cast<int>(s)];
   }
-  void SetState(uint32_t index, FlowState s, uint64_t now_ns) {
+  // `flags`: kResetBit / kProvenBit.
+  void SetState(uint32_t index, FlowState s, uint32_t flags, uint64_t now_ns) {
     BucketHeader& h = headers_[index / kWays];
     const uint32_t w = index % kWays;
-    const uint32_t tag = (h.tag[w] & ~conntrack_internal::kStateMask) | static_cast<uint8_t>(s);
+    const uint32_t tag =
+        (h.tag[w] & ~conntrack_internal::kStateMask) | flags | static_cast<uint8_t>(s);
     const uint32_t expires = DeadlineOf(s, now_ns);
     // Store only what changed: most packets of a busy flow fall in the same
     // tick, and a line left clean costs no write-back to memory.
@@ -433,8 +534,15 @@ class Conntrack {
     if (h.expires[w] != expires) h.expires[w] = expires;
   }
 
+  ConntrackKey key_;
   ConntrackTimeouts timeouts_;
   uint32_t deadline_ticks_[5] = {};  // by FlowState
+  // Sweep: the next bucket, when it is due, one bucket's share of the period.
+  size_t sweep_cursor_ = 0;
+  uint64_t next_sweep_ns_ = 0;
+  uint64_t sweep_step_ns_ = 1;
+  uint64_t last_sweep_call_ns_ = 0;
+  bool sweep_started_ = false;
   size_t num_buckets_ = 0;
   BucketHeader* headers_ = nullptr;
   ConntrackEntry* entries_ = nullptr;

@@ -62,28 +62,56 @@ inline uint64_t Mum(uint64_t a, uint64_t b) {
 }
 }  // namespace flow_hash_internal
 
+/// The secret of a conntrack hash: one 64-bit word per input word, two more
+/// for the fold. Chosen at start-up (RandomConntrackKey, getrandom(2)) for
+/// each worker's table; tests and benchmarks may use a fixed one.
+struct ConntrackKey {
+  uint64_t k[7];
+  /// A fixed key derived from `seed` (splitmix64): tests and benchmarks only.
+  static constexpr ConntrackKey Fixed(uint64_t seed) {
+    ConntrackKey key{};
+    for (uint64_t& w : key.k) {
+      seed += 0x9E3779B97F4A7C15ULL;
+      uint64_t z = seed;
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+      w = z ^ (z >> 31);
+    }
+    return key;
+  }
+};
+
+/// A key from the kernel's random source (getrandom(2)); false if the
+/// kernel could not supply one (the caller refuses to start).
+bool RandomConntrackKey(ConntrackKey* key);
+
 /// The connection-tracking hash of a flow: which conntrack buckets it uses,
 /// and the per-flow value that varies the outer source of encapsulated
 /// packets. It decides no placement, so it is not XXH64: it runs on every
-/// packet, and three 64x64->128 multiplies (wyhash's folded multiply over
-/// the five 64-bit words of the key, fixed constants) cost a third of XXH64's
-/// ~25. Fixed and independent of the deployment seed, so pinned flows stay
-/// found when an operator changes hash_seed on a live LB, and equal on every
-/// instance.
-inline uint64_t ConntrackHash(const FlowKey& key) {
+/// packet, and four 64x64->128 multiplies (wyhash's folded multiply over
+/// the five 64-bit words of the key) cost a third of XXH64's ~25 cycles.
+///
+/// Keyed: every input word is xored with its own secret word before it is
+/// multiplied, so nobody outside the process can tell which sources zero a
+/// product, or which flows share buckets (with public constants, one IPv6
+/// interface id zeroed the first multiply and every /64 prefix with it
+/// hashed alike; 16 chosen flows evicted a live one). The key is per worker
+/// and per start: the conntrack is local to its worker and forgotten on
+/// restart, unlike FlowHash, which must agree across instances.
+inline uint64_t ConntrackHash(const FlowKey& key, const ConntrackKey& secret) {
   using flow_hash_internal::Mum;
   using xxh64_internal::LoadLe64;
-  constexpr uint64_t kS0 = 0xa0761d6478bd642fULL, kS1 = 0xe7037ed1a0b428dbULL,
-                     kS2 = 0x8ebc6af09c88c6e3ULL, kS3 = 0x589965cc75374cc3ULL,
-                     kS4 = 0x1d8e4e27c47d124fULL;
+  const uint64_t* s = secret.k;
   const auto* p = reinterpret_cast<const uint8_t*>(&key);
   const uint64_t tail = uint64_t{key.src_port} | uint64_t{key.dst_port} << 16 |
                         uint64_t{key.protocol} << 32 | uint64_t{key.is_v6} << 40 |
                         uint64_t{key.reserved} << 48;
-  const uint64_t a = Mum(LoadLe64(p) ^ kS0, LoadLe64(p + 8) ^ kS1);
-  const uint64_t b = Mum(LoadLe64(p + 16) ^ kS2, LoadLe64(p + 24) ^ kS3);
-  const uint64_t c = Mum(a ^ b ^ kS4, tail ^ kS1);
-  return Mum(c ^ kS0, c ^ kS3);
+  const uint64_t a = Mum(LoadLe64(p) ^ s[0], LoadLe64(p + 8) ^ s[1]);
+  const uint64_t b = Mum(LoadLe64(p + 16) ^ s[2], LoadLe64(p + 24) ^ s[3]);
+  const uint64_t c = Mum(a ^ s[4], tail ^ s[5]);
+  // b enters the last multiply with c on the other side: a zero b (one
+  // chance in 2^64 per flow without the key) still leaves c.
+  return Mum(b ^ c ^ s[6], c ^ s[4]);
 }
 
 }  // namespace maglb

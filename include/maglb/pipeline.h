@@ -15,9 +15,14 @@
 //     ICMP errors follow the flow they are about (lookup only: no insert, no
 //     refresh); with an RssOwner (SetRssOwner), one about a flow whose
 //     packets RSS puts on another worker's queue is handed to that worker
-//     unchanged (PacketAction::kSteer), which tracks the flow and processes
-//     it (ProcessSteered). A TCP SYN for a flow that is closing starts a new connection:
-//     it is re-placed by the current table.
+//     unchanged (PacketAction::kSteer), which processes it against its own
+//     conntrack (ProcessSteered). No single packet moves a tracked flow
+//     (conntrack.h): FIN/RST only shorten its timeout, and a SYN on a closing
+//     flow (the tuple's next connection) stays on the pinned backend unless it
+//     is draining (weight 0), when the current table re-places it. A RST of an
+//     unknown flow is forwarded by the table and tracks nothing (counted
+//     untracked). The conntrack's Sweep runs once per burst (expiry over any
+//     uptime).
 //  4. Forward (encap.h): encapsulate or rewrite in the packet's own buffer
 //     (headroom). Local traffic (ARP, ND, echo) and packets too big for the
 //     tunnel with DF get their reply in place (reply.h: never to a group or
@@ -179,7 +184,11 @@ inline constexpr size_t kDefaultScratchBytes = 256 * 1024;
 /// One worker: its conntrack, its counters. Not thread-safe: one per core.
 class Worker {
  public:
+  /// The conntrack's hash key is random, or `conntrack_key` (the daemon
+  /// passes one from getrandom(2); tests pin one to be deterministic).
   explicit Worker(const ConntrackConfig& conntrack, size_t scratch_bytes = kDefaultScratchBytes);
+  Worker(const ConntrackConfig& conntrack, const ConntrackKey& conntrack_key,
+         size_t scratch_bytes = kDefaultScratchBytes);
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 

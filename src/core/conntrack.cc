@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 
+#include <random>
+
 #if defined(__linux__)
 #include <sys/mman.h>
+#include <sys/random.h>
 #endif
 
 namespace maglb {
@@ -15,6 +19,8 @@ namespace {
 
 constexpr uint64_t kNsPerSecond = 1'000'000'000ULL;
 using conntrack_internal::kEmpty;
+using conntrack_internal::kProvenBit;
+using conntrack_internal::kStateBits;
 using conntrack_internal::kStateMask;
 
 using conntrack_internal::Remaining;
@@ -28,7 +34,38 @@ inline FlowState InitialState(uint8_t protocol, uint8_t tcp_flags) {
 }
 
 
+// A key for a table built without one: random all the same (a fixed default
+// would be the public constant that this key replaces).
+ConntrackKey DefaultKey() {
+  ConntrackKey key;
+  if (!RandomConntrackKey(&key)) {
+    std::random_device rd;
+    for (uint64_t& w : key.k) w = uint64_t{rd()} << 32 | rd();
+  }
+  return key;
+}
+
 }  // namespace
+
+bool RandomConntrackKey(ConntrackKey* key) {
+#if defined(__linux__)
+  auto* p = reinterpret_cast<uint8_t*>(key->k);
+  size_t got = 0;
+  while (got < sizeof(key->k)) {
+    const ssize_t n = getrandom(p + got, sizeof(key->k) - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    got += static_cast<size_t>(n);
+  }
+  return true;
+#else
+  std::random_device rd;
+  for (uint64_t& w : key->k) w = uint64_t{rd()} << 32 | rd();
+  return true;
+#endif
+}
 
 ConntrackTimeouts ConntrackTimeouts::FromConfig(const ConntrackConfig& config) {
   return {
@@ -39,8 +76,10 @@ ConntrackTimeouts ConntrackTimeouts::FromConfig(const ConntrackConfig& config) {
   };
 }
 
-Conntrack::Conntrack(const ConntrackConfig& config)
-    : timeouts_(ConntrackTimeouts::FromConfig(config)) {
+Conntrack::Conntrack(const ConntrackConfig& config) : Conntrack(config, DefaultKey()) {}
+
+Conntrack::Conntrack(const ConntrackConfig& config, const ConntrackKey& key)
+    : key_(key), timeouts_(ConntrackTimeouts::FromConfig(config)) {
   auto ticks = [](uint64_t ns) {
     uint64_t t = (ns + (uint64_t{1} << kTickShift) - 1) >> kTickShift;
     return static_cast<uint32_t>(std::clamp<uint64_t>(t, 1, kMaxDeadlineTicks));
@@ -56,11 +95,54 @@ Conntrack::Conntrack(const ConntrackConfig& config)
   num_buckets_ = (want + kWays - 1) / kWays;
   headers_ = AllocateArray<BucketHeader>(num_buckets_, &headers_bytes_);
   entries_ = AllocateArray<ConntrackEntry>(num_buckets_ * kWays, &entries_bytes_);
+  sweep_step_ns_ = std::max<uint64_t>((kSweepPeriodTicks << kTickShift) / num_buckets_, 1);
 }
 
 Conntrack::Conntrack(const ConntrackConfig& config, uint32_t load_slots, uint32_t vip_slots)
     : Conntrack(config) {
   loads_ = FlowLoads(load_slots, vip_slots);
+}
+
+Conntrack::Conntrack(const ConntrackConfig& config, const ConntrackKey& key, uint32_t load_slots,
+                     uint32_t vip_slots)
+    : Conntrack(config, key) {
+  loads_ = FlowLoads(load_slots, vip_slots);
+}
+
+void Conntrack::SweepSlow(uint64_t now_ns) {
+  const uint32_t now = TickOf(now_ns);
+  // Re-stamps the dead ways of bucket b with now: dead, and young again.
+  auto sweep_bucket = [&](size_t b) {
+    BucketHeader& h = headers_[b];
+    for (int w = 0; w < kWays; ++w) {
+      if ((h.tag[w] & kStateMask) != kEmpty && Remaining(h.expires[w], now) <= 0) h.expires[w] = now;
+    }
+  };
+  if (!sweep_started_ || now_ns < last_sweep_call_ns_) {
+    // First call, or a clock that went back (not monotonic): start a round.
+    sweep_started_ = true;
+    next_sweep_ns_ = now_ns + sweep_step_ns_;
+    return;
+  }
+  if (now_ns - last_sweep_call_ns_ > kMaxDeadlineNs) {
+    // Nothing was touched for longer than any deadline reaches: every way is
+    // dead, whatever its 32-bit tick says after such a gap.
+    for (size_t b = 0; b < num_buckets_; ++b) {
+      for (int w = 0; w < kWays; ++w) {
+        if ((headers_[b].tag[w] & kStateMask) != kEmpty) headers_[b].expires[w] = now;
+      }
+    }
+    next_sweep_ns_ = now_ns + sweep_step_ns_;
+    return;
+  }
+  if (now_ns < next_sweep_ns_) return;
+  // The buckets due since the last call (one, unless calls were sparse).
+  const uint64_t due = std::min<uint64_t>((now_ns - next_sweep_ns_) / sweep_step_ns_ + 1, num_buckets_);
+  for (uint64_t i = 0; i < due; ++i) {
+    sweep_bucket(sweep_cursor_);
+    sweep_cursor_ = sweep_cursor_ + 1 == num_buckets_ ? 0 : sweep_cursor_ + 1;
+  }
+  next_sweep_ns_ = due == num_buckets_ ? now_ns + sweep_step_ns_ : next_sweep_ns_ + due * sweep_step_ns_;
 }
 
 FlowLoads::FlowLoads(uint32_t backend_slots, uint32_t vip_slots)
@@ -134,13 +216,14 @@ void Conntrack::LookupBulk(const FlowKey* const* keys, const uint64_t* hashes, s
 
 
 
-Conntrack::Slot Conntrack::SelectSlot(const Probe& probe, FlowState state, uint32_t now) const {
+Conntrack::Slot Conntrack::SelectSlot(const Probe& probe, uint32_t now) const {
   // A free or dead way in the bucket with more of them (greedy two-choice:
   // keeps the buckets balanced, so premature evictions stay rare); else the
-  // best victim over both buckets: half-open and closing flows first, then
-  // the nearest idle deadline. Branch-free over the 16 ways: this runs for
-  // every new flow, and a branch per way mispredicts.
-  const bool syn = state == FlowState::kSynSent;
+  // best victim over both buckets among the unproven live flows: half-open
+  // and closing ones first, then the nearest idle deadline. A proven live
+  // flow is never a victim: every insert comes from a packet that proves
+  // nothing (file comment). Branch-free over the 16 ways: this runs for every
+  // new flow, and a branch per way mispredicts.
   const uint32_t buckets[2] = {probe.primary, probe.secondary};
   uint32_t free_mask[2];
   int32_t key[2 * kWays];
@@ -148,15 +231,17 @@ Conntrack::Slot Conntrack::SelectSlot(const Probe& probe, FlowState state, uint3
     const BucketHeader& h = headers_[buckets[k]];
     uint32_t mask = 0;
     for (int w = 0; w < kWays; ++w) {
-      const uint32_t st = h.tag[w] & kStateMask;
+      const uint32_t st = h.tag[w] & kStateBits;
       const int32_t rem = Remaining(h.expires[w], now);
-      const bool free = (st == kEmpty) | (rem <= 0);
+      const bool free = ((h.tag[w] & kStateMask) == kEmpty) | (rem <= 0);
       mask |= static_cast<uint32_t>(free) << w;
       const bool early = (st == static_cast<uint8_t>(FlowState::kSynSent)) |
                          (st == static_cast<uint8_t>(FlowState::kClosing));
-      // rem <= kMaxDeadlineTicks < 2^30, so class 2 sorts after class 1.
-      const int32_t later = syn ? INT32_MAX : rem + (int32_t{1} << 30);
-      key[k * kWays + w] = free ? INT32_MAX : (early ? rem : later);
+      // Clamped: a live deadline is at most kMaxDeadlineTicks < 2^30 ahead,
+      // so class 2 sorts after class 1 and nothing overflows.
+      const int32_t r = std::min<int32_t>(rem, int32_t{1} << 29);
+      const bool proven = (h.tag[w] & kProvenBit) != 0;
+      key[k * kWays + w] = (free | proven) ? INT32_MAX : (early ? r : r + (int32_t{1} << 30));
     }
     free_mask[k] = mask;
   }
@@ -178,8 +263,8 @@ Conntrack::Slot Conntrack::SelectSlot(const Probe& probe, FlowState state, uint3
     for (int i = 0; i < width; ++i) v[i] = std::min(v[i], v[i + width]);
   }
   const int best = static_cast<int>(v[0] & 0xFF);
-  // Full, and a SYN faces only live established/UDP flows: it may not push
-  // them out (SYN floods must not flush real connections).
+  // Full of proven live flows: a packet that proves nothing may not push
+  // them out (floods of spoofed SYN/ACK/UDP must not flush real connections).
   if (key[best] == INT32_MAX) return slot;  // kNone
   slot.index = int64_t{buckets[best / kWays]} * kWays + best % kWays;
   slot.kind = Slot::kEvict;
@@ -190,18 +275,20 @@ Conntrack::Slot Conntrack::SelectSlot(const Probe& probe, FlowState state, uint3
 
 void Conntrack::PrefetchInsertSlot(Probe& probe, uint8_t protocol, uint8_t tcp_flags,
                                    uint64_t now_ns) const {
-  probe.slot = SelectSlot(probe, InitialState(protocol, tcp_flags), TickOf(now_ns));
+  if (protocol == 6 && (tcp_flags & kTcpRst)) return;  // never inserted
+  probe.slot = SelectSlot(probe, TickOf(now_ns));
   if (probe.slot.index >= 0) conntrack_internal::PrefetchLine(&entries_[probe.slot.index]);
 }
 
 ConntrackEntry* Conntrack::Insert(const FlowKey& key, const Probe& probe, uint8_t tcp_flags,
                                   uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns,
                                   uint32_t load_slot) {
+  if (key.protocol == 6 && (tcp_flags & kTcpRst)) return nullptr;  // nothing to pin after a reset
   const FlowState state = InitialState(key.protocol, tcp_flags);
   Slot slot = probe.slot;
   if (slot.kind == Slot::kNone || headers_[slot.index / kWays].tag[slot.index % kWays] != slot.tag ||
       headers_[slot.index / kWays].expires[slot.index % kWays] != slot.expires) {
-    slot = SelectSlot(probe, state, TickOf(now_ns));
+    slot = SelectSlot(probe, TickOf(now_ns));
   }
   return InsertAt(slot, key, probe.sig, state, backend_id, backend_hint, now_ns, load_slot);
 }
@@ -209,9 +296,10 @@ ConntrackEntry* Conntrack::Insert(const FlowKey& key, const Probe& probe, uint8_
 ConntrackEntry* Conntrack::Insert(const FlowKey& key, uint64_t hash, uint8_t tcp_flags,
                                   uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns,
                                   uint32_t load_slot) {
+  if (key.protocol == 6 && (tcp_flags & kTcpRst)) return nullptr;  // nothing to pin after a reset
   const FlowState state = InitialState(key.protocol, tcp_flags);
   const Probe probe = ProbeOf(hash);
-  return InsertAt(SelectSlot(probe, state, TickOf(now_ns)), key, probe.sig, state, backend_id,
+  return InsertAt(SelectSlot(probe, TickOf(now_ns)), key, probe.sig, state, backend_id,
                   backend_hint, now_ns, load_slot);
 }
 
@@ -260,7 +348,10 @@ void Conntrack::Repin(ConntrackEntry* e, uint32_t backend_id, uint16_t backend_h
   e->backend_id = backend_id;
   e->backend_hint = backend_hint;
   e->created_ns = now_ns;
-  SetState(static_cast<uint32_t>(e - entries_), InitialState(e->key.protocol, tcp_flags), now_ns);
+  // The proof stays: a repin moves a flow that was already proven or not.
+  const auto index = static_cast<uint32_t>(e - entries_);
+  SetState(index, InitialState(e->key.protocol, tcp_flags),
+           headers_[index / kWays].tag[index % kWays] & kProvenBit, now_ns);
 }
 
 void Conntrack::Remove(ConntrackEntry* e) {

@@ -28,6 +28,15 @@ static_assert(kScratchHeadroom >= kEthernetHeaderLen + kMaxVlanTags * kVlanTagLe
 inline size_t Index(DropReason r) { return static_cast<size_t>(r); }
 inline size_t Index(LocalCounter c) { return static_cast<size_t>(c); }
 
+// Whether a TCP segment (unfragmented: it has flags) carries payload: IP
+// length past the TCP header's data offset. Read for closing flows only.
+inline bool TcpCarriesData(const PacketRef& pkt, const ParsedPacket& p) {
+  if (p.l4_offset == 0 || size_t{p.l4_offset} + 13 > pkt.len) return false;
+  if (p.l3_len < p.l4_offset - p.l3_offset) return false;
+  const size_t tcp_len = size_t{p.l3_len} - (p.l4_offset - p.l3_offset);
+  return tcp_len > size_t{(pkt.data[p.l4_offset + 12] >> 4) * 4u};
+}
+
 }  // namespace
 
 std::string_view LocalCounterName(LocalCounter c) { return kLocalCounterNames[Index(c)]; }
@@ -44,6 +53,13 @@ WorkerCounters::WorkerCounters()
 
 Worker::Worker(const ConntrackConfig& conntrack, size_t scratch_bytes)
     : conntrack_(conntrack, kMaxBackendsTotal, kMaxVips),
+      counters_(std::make_unique<WorkerCounters>()),
+      scratch_(scratch_bytes),
+      extra_(std::max<size_t>(scratch_bytes / 64, 1)) {}
+
+Worker::Worker(const ConntrackConfig& conntrack, const ConntrackKey& conntrack_key,
+               size_t scratch_bytes)
+    : conntrack_(conntrack, conntrack_key, kMaxBackendsTotal, kMaxVips),
       counters_(std::make_unique<WorkerCounters>()),
       scratch_(scratch_bytes),
       extra_(std::max<size_t>(scratch_bytes / 64, 1)) {}
@@ -342,12 +358,18 @@ void Worker::ToVip(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash,
   }
 
   const bool tcp = p.flow.protocol == kIpProtoTcp;
-  const bool bare_syn = tcp && (p.tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn;
-  if (e != nullptr && backend != VipState::kNoBackend &&
-      !(bare_syn && conntrack_.StateOf(e) == FlowState::kClosing)) {
-    // Pinned: stays with its backend while it is configured, weight 0 included.
+  if (e != nullptr && backend != VipState::kNoBackend) {
+    // Pinned: stays with its backend while it is configured, weight 0
+    // included; no single packet moves it (conntrack.h, Touch). A SYN on a
+    // closing entry (the tuple's next connection, or a spoofed SYN after a
+    // spoofed FIN/RST) keeps the backend while it takes new flows; only a
+    // draining one (weight 0) hands the new connection to the table.
+    const bool bare_syn = tcp && (p.tcp_flags & (kTcpSyn | kTcpAck | kTcpRst)) == kTcpSyn;
+    if (bare_syn && conntrack_.StateOf(e) == FlowState::kClosing && vip.backends[backend].weight == 0) {
+      return NewFlow(pkt, p, ct_hash, probe, e, false, vip, state, now_ns);
+    }
     if (e->backend_hint != backend) e->backend_hint = backend;  // keep the line clean
-    conntrack_.Touch(e, p.tcp_flags, now_ns);
+    conntrack_.Touch(e, p.tcp_flags, now_ns, [&] { return TcpCarriesData(pkt, p); });
     return Send(pkt, p, vip, backend, ct_hash, state);
   }
 
@@ -365,6 +387,11 @@ void Worker::NewFlow(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash,
   if (vip.table->empty()) return Drop(pkt, DropReason::kNoBackend);
   const uint64_t flow_hash = FlowHash(p.flow, vip.hash_seed);
   const uint16_t first = vip.table->Lookup(flow_hash);
+  if (p.flow.protocol == kIpProtoTcp && (p.tcp_flags & kTcpRst)) [[unlikely]] {
+    // A RST pins nothing (conntrack.h): by the table, not tracked.
+    c.untracked.Add(1);
+    return Send(pkt, p, vip, first, ct_hash, state);
+  }
   uint16_t backend = first;
   uint32_t load_slot = kUncountedFlow;
   BoundedLoadOutcome outcome = BoundedLoadOutcome::kFirstChoice;
@@ -460,7 +487,7 @@ void Worker::ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint6
   // piecewise stalls on store-to-load forwarding.
   for (size_t i = 0; i < n; ++i) {
     if (verdict_[i].action == Action::kToVip) {
-      ct_hash_[i] = ConntrackHash(parsed_[i].flow);
+      ct_hash_[i] = conntrack_.HashOf(parsed_[i].flow);
       probe_[i] = conntrack_.ProbeOf(ct_hash_[i]);
       conntrack_.PrefetchBuckets(probe_[i]);
     }
@@ -511,6 +538,7 @@ void Worker::ProcessBurst(PacketRef* pkts, size_t n, const LbState& state, uint6
                           const RxChecksum* ip_checksum) {
   if (state.generation() != generation_seen_) AdoptState(state);
   now_ns_ = now_ns;
+  conntrack_.Sweep(now_ns);
   scratch_used_ = 0;
   extra_count_ = 0;
   for (size_t off = 0; off < n; off += kBurst) {

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -347,7 +348,17 @@ int Main(int argc, char** argv) {
   copts.from_control = from_control;
   copts.signal_fd = signal_fd;
   for (uint32_t i = 0; i < num_workers; ++i) {
-    workers.push_back(std::make_unique<Worker>(config->conntrack));
+    // Each worker's conntrack hash gets its own secret (flow_hash.h,
+    // ConntrackHash): which flows share buckets is unknowable from outside.
+    ConntrackKey conntrack_key;
+    if (!RandomConntrackKey(&conntrack_key)) {
+      ShutDownPort(*port);
+      rte_eal_cleanup();
+      return Fail(absl::StrFormat("cannot draw the conntrack hash key with getrandom(2): %s; "
+                                  "refusing to start with a guessable one",
+                                  std::strerror(errno)));
+    }
+    workers.push_back(std::make_unique<Worker>(config->conntrack, conntrack_key));
     loop_counters.push_back(std::make_unique<LoopCounters>());
     copts.workers.push_back(workers.back().get());
     copts.loop_counters.push_back(loop_counters.back().get());

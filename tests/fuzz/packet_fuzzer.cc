@@ -86,7 +86,7 @@ struct Fixture {
     state = *std::move(s);
     ConntrackConfig ct;
     ct.capacity = 1024;
-    worker = std::make_unique<Worker>(ct);
+    worker = std::make_unique<Worker>(ct, ConntrackKey::Fixed(1));
     vips = VipMatcher(c.vips);
     local.v4 = c.lb.ipv4;
     local.v6 = c.lb.ipv6;

@@ -1,17 +1,21 @@
 #include "maglb/conntrack.h"
 
 #include <cstdint>
+#include <cstring>
+#include <iterator>
 #include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "maglb/flow_hash.h"
+#include "maglb/xxh64_internal.h"
 
 namespace maglb {
 namespace {
 
 constexpr uint64_t kSec = 1'000'000'000ULL;
 constexpr uint64_t kT0 = 1000 * kSec;  // an arbitrary monotonic start
+constexpr ConntrackKey kKey = ConntrackKey::Fixed(1);  // deterministic tests
 
 FlowKey Key(uint32_t client, uint16_t sport, uint8_t proto = 6) {
   FlowKey k;
@@ -35,23 +39,23 @@ ConntrackConfig SmallConfig(uint32_t capacity = 4096) {
 }
 
 ConntrackEntry* Find(Conntrack& ct, const FlowKey& k, uint64_t now) {
-  return ct.Lookup(k, ConntrackHash(k), now);
+  return ct.Lookup(k, ct.HashOf(k), now);
 }
 
 ConntrackEntry* Add(Conntrack& ct, const FlowKey& k, uint8_t flags, uint32_t backend, uint64_t now) {
-  return ct.Insert(k, ConntrackHash(k), flags, backend, 0, now);
+  return ct.Insert(k, ct.HashOf(k), flags, backend, 0, now);
 }
 
 TEST(ConntrackTest, CapacityIsAtLeastConfigured) {
-  Conntrack ct(SmallConfig(1000));
+  Conntrack ct(SmallConfig(1000), kKey);
   EXPECT_GE(ct.capacity(), 1000u);
-  Conntrack big(SmallConfig(kDefaultConntrackCapacity));
+  Conntrack big(SmallConfig(kDefaultConntrackCapacity), kKey);
   EXPECT_GE(big.capacity(), kDefaultConntrackCapacity * 5 / 4);
   EXPECT_LT(big.capacity(), kDefaultConntrackCapacity * 5 / 4 + Conntrack::kWays);
 }
 
 TEST(ConntrackTest, InsertThenLookupFindsTheFlowAndNothingElse) {
-  Conntrack ct(SmallConfig());
+  Conntrack ct(SmallConfig(), kKey);
   const FlowKey a = Key(1, 1000), b = Key(1, 1001);
   ASSERT_EQ(Find(ct, a, kT0), nullptr);
   ConntrackEntry* e = Add(ct, a, kTcpSyn, 42, kT0);
@@ -67,7 +71,7 @@ TEST(ConntrackTest, InsertThenLookupFindsTheFlowAndNothingElse) {
 }
 
 TEST(ConntrackTest, TcpStateTransitions) {
-  Conntrack ct(SmallConfig());
+  Conntrack ct(SmallConfig(), kKey);
   const FlowKey k = Key(2, 2000);
   ConntrackEntry* e = Add(ct, k, kTcpSyn, 1, kT0);
   EXPECT_EQ(ct.StateOf(e), FlowState::kSynSent);
@@ -89,14 +93,16 @@ TEST(ConntrackTest, TcpStateTransitions) {
   // First packets other than a SYN: mid-flow pickup is established; a FIN/RST closing.
   EXPECT_EQ(ct.StateOf(Add(ct, Key(2, 2002), kTcpAck, 1, kT0)), FlowState::kEstablished);
   EXPECT_EQ(ct.StateOf(Add(ct, Key(2, 2003), kTcpSyn | kTcpAck, 1, kT0)), FlowState::kEstablished);
-  EXPECT_EQ(ct.StateOf(Add(ct, Key(2, 2004), kTcpRst, 1, kT0)), FlowState::kClosing);
+  EXPECT_EQ(ct.StateOf(Add(ct, Key(2, 2006), kTcpFin | kTcpAck, 1, kT0)), FlowState::kClosing);
+  EXPECT_EQ(Add(ct, Key(2, 2004), kTcpRst, 1, kT0), nullptr);  // a RST never inserts
+  EXPECT_EQ(Add(ct, Key(2, 2007), kTcpRst | kTcpAck, 1, kT0), nullptr);
   EXPECT_EQ(ct.StateOf(Add(ct, Key(2, 2005, 17), 0, 1, kT0)), FlowState::kUdp);
 }
 
 // Each state lives for its own timeout after its last packet (ticks are
 // ~17 ms, so one second of margin either side).
 TEST(ConntrackTest, IdleTimeoutsPerProtocolAndState) {
-  Conntrack ct(SmallConfig());
+  Conntrack ct(SmallConfig(), kKey);
   struct Case {
     const char* name;
     FlowKey key;
@@ -109,6 +115,7 @@ TEST(ConntrackTest, IdleTimeoutsPerProtocolAndState) {
       {"established", Key(3, 2), kTcpSyn, kTcpAck, 3600},
       {"closing after FIN", Key(3, 3), kTcpSyn, kTcpFin | kTcpAck, 10},
       {"closing after RST", Key(3, 4), kTcpAck, kTcpRst, 10},
+      {"closing after a first FIN", Key(3, 6), kTcpFin | kTcpAck, 0xFF, 10},
       {"udp", Key(3, 5, 17), 0, 0, 60},
   };
   for (const Case& c : cases) {
@@ -125,7 +132,7 @@ TEST(ConntrackTest, IdleTimeoutsPerProtocolAndState) {
 }
 
 TEST(ConntrackTest, TouchExtendsTheDeadline) {
-  Conntrack ct(SmallConfig());
+  Conntrack ct(SmallConfig(), kKey);
   const FlowKey k = Key(4, 1, 17);
   ConntrackEntry* e = Add(ct, k, 0, 1, kT0);
   for (int i = 1; i <= 10; ++i) {
@@ -136,7 +143,7 @@ TEST(ConntrackTest, TouchExtendsTheDeadline) {
 }
 
 TEST(ConntrackTest, ExpiredWaysAreReusedWithoutEviction) {
-  Conntrack ct(SmallConfig(8));  // 2 buckets x 8 ways: every flow can use all 16
+  Conntrack ct(SmallConfig(8), kKey);  // 2 buckets x 8 ways: every flow can use all 16
   ASSERT_EQ(ct.capacity(), 16u);
   for (uint16_t i = 0; i < 16; ++i) ASSERT_NE(Add(ct, Key(5, i, 17), 0, i, kT0), nullptr);
   const uint64_t later = kT0 + 61 * kSec;  // all UDP flows dead
@@ -148,7 +155,7 @@ TEST(ConntrackTest, ExpiredWaysAreReusedWithoutEviction) {
 }
 
 TEST(ConntrackTest, FullTableEvictsTheStalestAndTracksTheNewFlow) {
-  Conntrack ct(SmallConfig(8));
+  Conntrack ct(SmallConfig(8), kKey);
   // 16 live UDP flows, flow i last seen at kT0 + i s; flow 5 refreshed late.
   for (uint16_t i = 0; i < 16; ++i) ASSERT_NE(Add(ct, Key(7, i, 17), 0, i, kT0 + i * kSec), nullptr);
   ct.Touch(Find(ct, Key(7, 0, 17), kT0 + 20 * kSec), 0, kT0 + 20 * kSec);
@@ -167,7 +174,7 @@ TEST(ConntrackTest, FullTableEvictsTheStalestAndTracksTheNewFlow) {
 }
 
 TEST(ConntrackTest, HalfOpenAndClosingFlowsAreEvictedBeforeEstablishedOnes) {
-  Conntrack ct(SmallConfig(8));
+  Conntrack ct(SmallConfig(8), kKey);
   for (uint16_t i = 0; i < 15; ++i) ASSERT_NE(Add(ct, Key(9, i), kTcpAck, i, kT0), nullptr);
   // The newest flow, but half-open.
   ASSERT_NE(Add(ct, Key(9, 100), kTcpSyn, 100, kT0 + 5 * kSec), nullptr);
@@ -177,20 +184,25 @@ TEST(ConntrackTest, HalfOpenAndClosingFlowsAreEvictedBeforeEstablishedOnes) {
 }
 
 TEST(ConntrackTest, SynFloodCannotEvictEstablishedFlows) {
-  Conntrack ct(SmallConfig(8));
-  for (uint16_t i = 0; i < 16; ++i) ASSERT_NE(Add(ct, Key(10, i), kTcpAck, i, kT0), nullptr);
-  for (uint16_t i = 0; i < 100; ++i) {
-    EXPECT_EQ(Add(ct, Key(11, i), kTcpSyn, 1, kT0 + kSec), nullptr);
+  Conntrack ct(SmallConfig(8), kKey);
+  for (uint16_t i = 0; i < 16; ++i) {
+    ConntrackEntry* e = Add(ct, Key(10, i), kTcpSyn, i, kT0);
+    ASSERT_NE(e, nullptr);
+    ct.Touch(e, kTcpAck, kT0);  // handshake completed: proven
+  }
+  // Nor can anything else that proves nothing (a RST does not even try).
+  const uint8_t kinds[] = {kTcpSyn, kTcpAck, kTcpFin | kTcpAck, kTcpSyn | kTcpAck, 0, kTcpRst};
+  for (uint16_t i = 0; i < 120; ++i) {
+    const uint8_t f = kinds[i % std::size(kinds)];
+    EXPECT_EQ(Add(ct, Key(11, i, f == 0 ? 17 : 6), f, 1, kT0 + kSec), nullptr);
   }
   EXPECT_EQ(ct.stats().untracked, 100u);
+  EXPECT_EQ(ct.stats().evictions, 0u);
   for (uint16_t i = 0; i < 16; ++i) EXPECT_NE(Find(ct, Key(10, i), kT0 + kSec), nullptr);
-  // The same new flow's next packet (not a SYN) is tracked, evicting one.
-  EXPECT_NE(Add(ct, Key(11, 0), kTcpAck, 1, kT0 + 2 * kSec), nullptr);
-  EXPECT_EQ(ct.stats().evictions, 1u);
 }
 
 TEST(ConntrackTest, RepinMovesTheFlowAndRestartsItsState) {
-  Conntrack ct(SmallConfig());
+  Conntrack ct(SmallConfig(), kKey);
   const FlowKey k = Key(12, 1);
   ConntrackEntry* e = Add(ct, k, kTcpAck, 5, kT0);
   ct.Touch(e, kTcpFin, kT0 + kSec);
@@ -203,7 +215,7 @@ TEST(ConntrackTest, RepinMovesTheFlowAndRestartsItsState) {
 }
 
 TEST(ConntrackTest, BulkLookupEqualsSingleLookups) {
-  Conntrack ct(SmallConfig(1 << 16));
+  Conntrack ct(SmallConfig(1 << 16), kKey);
   std::mt19937 rng(3);
   std::vector<FlowKey> present;
   for (uint32_t i = 0; i < 30000; ++i) {
@@ -225,7 +237,7 @@ TEST(ConntrackTest, BulkLookupEqualsSingleLookups) {
     ConntrackEntry* out[32];
     for (int j = 0; j < 32; ++j) {
       keys[j] = &queries[off + j];
-      hashes[j] = ConntrackHash(queries[off + j]);
+      hashes[j] = ct.HashOf(queries[off + j]);
     }
     ct.LookupBulk(keys, hashes, 32, kT0, out);
     for (int j = 0; j < 32; ++j) {
@@ -239,7 +251,7 @@ TEST(ConntrackTest, BulkLookupEqualsSingleLookups) {
 // Two choices of 8-way buckets: the configured number of flows fits with
 // (almost) no premature eviction.
 TEST(ConntrackTest, HoldsItsConfiguredCapacity) {
-  Conntrack ct(SmallConfig(1 << 16));
+  Conntrack ct(SmallConfig(1 << 16), kKey);
   const size_t n = 1 << 16;
   std::mt19937 rng(5);
   std::vector<FlowKey> keys;
@@ -258,7 +270,7 @@ TEST(ConntrackTest, HoldsItsConfiguredCapacity) {
 // Ticks are 32-bit (2^24 ns each) and wrap after ~2.3 years of uptime: a
 // flow seen just before the wrap lives and expires across it as any other.
 TEST(ConntrackTest, ExpiryIsRightAcrossTheTickWrap) {
-  Conntrack ct(SmallConfig());
+  Conntrack ct(SmallConfig(), kKey);
   const uint64_t wrap = uint64_t{1} << 56;  // tick 2^32
   const uint64_t before = wrap - 5 * kSec;
   const FlowKey k = Key(13, 1, 17);
@@ -267,6 +279,233 @@ TEST(ConntrackTest, ExpiryIsRightAcrossTheTickWrap) {
   EXPECT_EQ(Find(ct, k, wrap + 57 * kSec), nullptr);  // 62 s after: expired
   ct.Touch(Find(ct, k, wrap + 50 * kSec), 0, wrap + 50 * kSec);
   EXPECT_NE(Find(ct, k, wrap + 105 * kSec), nullptr);
+}
+
+// --- Issue 8.3: the bucket hash is keyed -----------------------------------
+
+// The conntrack hash before it was keyed (public constants), to replay the
+// attack it allowed.
+uint64_t LegacyConntrackHash(const FlowKey& key) {
+  using flow_hash_internal::Mum;
+  using xxh64_internal::LoadLe64;
+  constexpr uint64_t kS0 = 0xa0761d6478bd642fULL, kS1 = 0xe7037ed1a0b428dbULL,
+                     kS2 = 0x8ebc6af09c88c6e3ULL, kS3 = 0x589965cc75374cc3ULL,
+                     kS4 = 0x1d8e4e27c47d124fULL;
+  const auto* p = reinterpret_cast<const uint8_t*>(&key);
+  const uint64_t tail = uint64_t{key.src_port} | uint64_t{key.dst_port} << 16 |
+                        uint64_t{key.protocol} << 32 | uint64_t{key.is_v6} << 40;
+  const uint64_t a = Mum(LoadLe64(p) ^ kS0, LoadLe64(p + 8) ^ kS1);
+  const uint64_t b = Mum(LoadLe64(p + 16) ^ kS2, LoadLe64(p + 24) ^ kS3);
+  const uint64_t c = Mum(a ^ b ^ kS4, tail ^ kS1);
+  return Mum(c ^ kS0, c ^ kS3);
+}
+
+// An IPv6 source whose interface id zeroed the legacy hash's first multiply.
+FlowKey ZeroingV6(uint64_t prefix, uint16_t sport) {
+  FlowKey k;
+  for (int i = 0; i < 8; ++i) k.src[i] = static_cast<uint8_t>((0x20010db800000000ULL | prefix) >> (56 - 8 * i));
+  const uint64_t iid = 0xe7037ed1a0b428dbULL;  // little-endian in bytes 8..15
+  std::memcpy(k.src.data() + 8, &iid, 8);
+  k.dst = {0x20, 0x01, 0x0d, 0xb8, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x80};
+  k.src_port = sport;
+  k.dst_port = 80;
+  k.protocol = 6;
+  k.is_v6 = 1;
+  return k;
+}
+
+// Issue 8.3's attack: with the public hash, an attacker picks one source
+// port whose (shared) buckets hold a live IPv4 flow, then 16 flows of
+// distinct /64 prefixes (one hash for all) fill both buckets and evict it.
+// Replayed through Insert's explicit hash: the legacy hash evicts, the
+// table's keyed hash spreads the same 16 flows and evicts nothing.
+TEST(ConntrackTest, SixteenChosenFlowsNoLongerEvictALiveFlow) {
+  auto run = [](bool legacy) {
+    Conntrack ct(SmallConfig(4096), kKey);
+    auto hash = [&](const FlowKey& k) { return legacy ? LegacyConntrackHash(k) : ct.HashOf(k); };
+    const FlowKey victim = Key(0x0a0101, 443, 17);  // live, unproven: UDP
+    EXPECT_NE(ct.Insert(victim, hash(victim), 0, 1, 0, kT0), nullptr);
+    const Conntrack::Probe target = ct.ProbeOf(LegacyConntrackHash(victim));
+    uint16_t port = 1;
+    for (;; ++port) {  // what the attacker computes offline
+      const Conntrack::Probe p = ct.ProbeOf(LegacyConntrackHash(ZeroingV6(0, port)));
+      if (p.primary == target.primary || p.secondary == target.primary) break;
+    }
+    for (uint64_t prefix = 0; prefix < 16; ++prefix) {
+      const FlowKey k = ZeroingV6(prefix << 16, port);
+      ct.Insert(k, hash(k), kTcpAck, 2, 0, kT0 + kSec);
+    }
+    return ct.Lookup(victim, hash(victim), kT0 + kSec) != nullptr;
+  };
+  EXPECT_FALSE(run(/*legacy=*/true));  // the attack, as it was
+  EXPECT_TRUE(run(/*legacy=*/false));
+}
+
+// --- Issue 8.5: packets that prove nothing do not evict proven flows -------
+
+TEST(ConntrackTest, FlowsBecomeProvenByHandshakeOrSustainedLife) {
+  Conntrack ct(SmallConfig(), kKey);
+  // SYN, then the client's handshake-completing ACK.
+  ConntrackEntry* syn = Add(ct, Key(20, 1), kTcpSyn, 1, kT0);
+  EXPECT_FALSE(ct.IsProven(syn));
+  ct.Touch(syn, kTcpSyn, kT0 + kSec);  // a retransmitted SYN proves nothing
+  EXPECT_FALSE(ct.IsProven(syn));
+  ct.Touch(syn, kTcpAck, kT0 + kSec);
+  EXPECT_TRUE(ct.IsProven(syn));
+  // SYN then RST: never proven.
+  ConntrackEntry* rst = Add(ct, Key(20, 2), kTcpSyn, 1, kT0);
+  ct.Touch(rst, kTcpRst, kT0 + 5 * kSec);
+  EXPECT_FALSE(ct.IsProven(rst));
+  // Mid-flow ACK and UDP: proven by a packet at least kProofDelayNs later.
+  for (const FlowKey& k : {Key(20, 3), Key(20, 4, 17)}) {
+    ConntrackEntry* e = Add(ct, k, k.protocol == 6 ? kTcpAck : 0, 1, kT0);
+    EXPECT_FALSE(ct.IsProven(e));
+    ct.Touch(e, kTcpAck, kT0 + Conntrack::kProofDelayNs - 1);
+    EXPECT_FALSE(ct.IsProven(e));
+    ct.Touch(e, kTcpAck, kT0 + Conntrack::kProofDelayNs);
+    EXPECT_TRUE(ct.IsProven(e));
+  }
+  // A RST, however late, proves nothing.
+  ConntrackEntry* late_rst = Add(ct, Key(20, 5), kTcpAck, 1, kT0);
+  ct.Touch(late_rst, kTcpRst, kT0 + 5 * kSec);
+  EXPECT_FALSE(ct.IsProven(late_rst));
+}
+
+// Both buckets full of proven flows: floods of every kind of packet that
+// proves nothing are forwarded untracked and evict none of them; unproven
+// entries remain fair game.
+TEST(ConntrackTest, FloodsOfUnprovenPacketsCannotEvictProvenFlows) {
+  Conntrack ct(SmallConfig(8), kKey);  // 2 buckets x 8 ways: all flows share them
+  for (uint16_t i = 0; i < 12; ++i) {
+    ConntrackEntry* e = Add(ct, Key(21, i), kTcpSyn, i, kT0);
+    ct.Touch(e, kTcpAck, kT0);  // proven by handshake
+  }
+  for (uint16_t i = 12; i < 14; ++i) {  // proven by sustained life
+    ConntrackEntry* e = Add(ct, Key(21, i, 17), 0, i, kT0);
+    ct.Touch(e, 0, kT0 + 2 * kSec);
+  }
+  ConntrackEntry* closing = Find(ct, Key(21, 0), kT0);
+  ct.Touch(closing, kTcpFin | kTcpAck, kT0 + 2 * kSec);  // proven and closing: still protected
+  // Two unproven ones.
+  ASSERT_NE(Add(ct, Key(21, 100), kTcpAck, 100, kT0 + 2 * kSec), nullptr);
+  ASSERT_NE(Add(ct, Key(21, 101, 17), 0, 101, kT0 + 2 * kSec), nullptr);
+  const uint64_t now = kT0 + 3 * kSec;
+  const uint8_t kinds[] = {kTcpAck, kTcpSyn, kTcpFin | kTcpAck, kTcpRst, kTcpSyn | kTcpAck, 0};
+  int tracked = 0;
+  for (uint16_t i = 0; i < 600; ++i) {
+    const uint8_t f = kinds[i % std::size(kinds)];
+    tracked += Add(ct, Key(22, i, f == 0 ? 17 : 6), f, 1, now) != nullptr;
+  }
+  EXPECT_EQ(tracked, 500);  // all but the RSTs, taking turns in the 2 unproven ways
+  for (uint16_t i = 0; i < 12; ++i) EXPECT_NE(Find(ct, Key(21, i), now), nullptr) << i;
+  for (uint16_t i = 12; i < 14; ++i) EXPECT_NE(Find(ct, Key(21, i, 17), now), nullptr) << i;
+  EXPECT_EQ(ct.CountLive(now), 16u);
+}
+
+// --- Issue 8.6: one spoofed packet does not move a live connection ---------
+
+ConntrackEntry* Established(Conntrack& ct, const FlowKey& k, uint32_t backend) {
+  ConntrackEntry* e = Add(ct, k, kTcpSyn, backend, kT0);
+  ct.Touch(e, kTcpAck, kT0);
+  return e;
+}
+
+TEST(ConntrackTest, RstShortensTheTimeoutAndLaterPacketsRestoreEstablished) {
+  Conntrack ct(SmallConfig(), kKey);
+  const FlowKey k = Key(23, 1);
+  ConntrackEntry* e = Established(ct, k, 7);
+  ct.Touch(e, kTcpRst, kT0 + kSec);  // spoofed
+  EXPECT_EQ(ct.StateOf(e), FlowState::kClosing);
+  EXPECT_EQ(e->backend_id, 7u);
+  EXPECT_TRUE(ct.IsProven(e));
+  ct.Touch(e, kTcpAck, kT0 + 2 * kSec);  // the client goes on: it did not reset
+  EXPECT_EQ(ct.StateOf(e), FlowState::kEstablished);
+  EXPECT_NE(Find(ct, k, kT0 + 2 * kSec + 3000 * kSec), nullptr);  // the long timeout again
+  EXPECT_EQ(e->backend_id, 7u);
+}
+
+TEST(ConntrackTest, FinShortensTheTimeoutAndDataRestoresEstablished) {
+  Conntrack ct(SmallConfig(), kKey);
+  const FlowKey k = Key(23, 2);
+  ConntrackEntry* e = Established(ct, k, 7);
+  ct.Touch(e, kTcpFin | kTcpAck, kT0 + kSec);
+  EXPECT_EQ(ct.StateOf(e), FlowState::kClosing);
+  ct.Touch(e, kTcpAck, kT0 + 2 * kSec);  // pure ACKs of a half-closed download
+  EXPECT_EQ(ct.StateOf(e), FlowState::kClosing);
+  EXPECT_EQ(Find(ct, k, kT0 + 13 * kSec), nullptr);
+  ConntrackEntry* f = Established(ct, Key(23, 3), 8);
+  ct.Touch(f, kTcpFin | kTcpAck, kT0 + kSec);  // spoofed
+  ct.Touch(f, kTcpAck | 0x08, kT0 + 2 * kSec, /*payload=*/true);  // the client still sends data
+  EXPECT_EQ(ct.StateOf(f), FlowState::kEstablished);
+  EXPECT_EQ(f->backend_id, 8u);
+}
+
+TEST(ConntrackTest, SynOnAClosingFlowKeepsItsBackendAndProof) {
+  Conntrack ct(SmallConfig(), kKey);
+  const FlowKey k = Key(23, 4);
+  ConntrackEntry* e = Established(ct, k, 7);
+  ct.Touch(e, kTcpRst, kT0 + kSec);  // spoofed RST
+  ct.Touch(e, kTcpSyn, kT0 + kSec);  // spoofed SYN
+  EXPECT_EQ(ct.StateOf(e), FlowState::kSynSent);
+  EXPECT_EQ(e->backend_id, 7u);
+  EXPECT_TRUE(ct.IsProven(e));
+  ct.Touch(e, kTcpAck, kT0 + 2 * kSec);  // the real client's next segment
+  EXPECT_EQ(ct.StateOf(e), FlowState::kEstablished);
+  // A SYN on an established flow changes nothing.
+  ct.Touch(e, kTcpSyn, kT0 + 3 * kSec);
+  EXPECT_EQ(ct.StateOf(e), FlowState::kEstablished);
+  EXPECT_EQ(e->backend_id, 7u);
+}
+
+// --- Issue 8.8: long uptimes ------------------------------------------------
+
+constexpr uint64_t kTick = uint64_t{1} << 24;  // ns
+
+// A flow that expired and whose way was never reused stays dead for ever:
+// the clock runs past 2^31 ticks (where the signed comparison used to bring
+// it back) and 2^32 ticks (the wrap), with Sweep called as the pipeline
+// does (here once a simulated hour, traffic elsewhere).
+TEST(ConntrackTest, DeadEntryStaysDeadPast2To31And2To32Ticks) {
+  Conntrack ct(SmallConfig(4096), kKey);
+  const FlowKey k = Key(24, 1);
+  ct.Sweep(kT0);
+  ASSERT_NE(Add(ct, k, kTcpSyn, 1, kT0), nullptr);
+  const uint64_t hour = 3600 * kSec;
+  bool seen_alive = false;
+  uint64_t t = kT0;
+  for (; t < kT0 + (uint64_t{1} << 32) * kTick + 400 * 24 * hour; t += hour) {
+    ct.Sweep(t);
+    if (t > kT0 + 31 * kSec) seen_alive |= Find(ct, k, t) != nullptr;
+  }
+  EXPECT_FALSE(seen_alive);
+  EXPECT_EQ(ct.CountLive(t), 0u);
+  EXPECT_EQ(ct.occupied(), 1u);  // still there, dead: reused by the next insert
+}
+
+// The worker was idle (no Sweep) for longer than the resurrection horizon:
+// the first Sweep after the gap knows every entry is dead.
+TEST(ConntrackTest, ALongGapWithoutSweepsKillsEverything) {
+  Conntrack ct(SmallConfig(4096), kKey);
+  ct.Sweep(kT0);
+  for (uint16_t i = 0; i < 100; ++i) ASSERT_NE(Add(ct, Key(25, i), kTcpAck, 1, kT0), nullptr);
+  for (uint64_t gap : {uint64_t{1} << 31, (uint64_t{1} << 32) - 100, (uint64_t{3} << 31)}) {
+    const uint64_t now = kT0 + gap * kTick;
+    ct.Sweep(now);
+    EXPECT_EQ(ct.CountLive(now), 0u) << gap;
+    for (uint16_t i = 0; i < 100; ++i) EXPECT_EQ(Find(ct, Key(25, i), now), nullptr) << i;
+  }
+}
+
+// Inserting into buckets whose ways carry deadlines far in the "future"
+// (a table never swept, as a direct user may leave it) must not overflow
+// the victim ordering (UBSan: signed overflow in the old rem + 2^30).
+TEST(ConntrackTest, VictimChoiceNeverOverflowsOnFarDeadlines) {
+  Conntrack ct(SmallConfig(8), kKey);
+  for (uint16_t i = 0; i < 16; ++i) ASSERT_NE(Add(ct, Key(26, i), kTcpAck, 1, kT0), nullptr);
+  // ~1.75 years later, unswept, every deadline looks 2^30 + 2^20 ticks ahead
+  // (falsely live): the old rem + 2^30 overflowed there.
+  const uint64_t now = kT0 + ((uint64_t{1} << 32) - (uint64_t{1} << 30) - (uint64_t{1} << 20)) * kTick;
+  EXPECT_NE(Add(ct, Key(27, 1), kTcpAck, 1, now), nullptr);
 }
 
 TEST(ConntrackTest, TimeoutsFromConfig) {

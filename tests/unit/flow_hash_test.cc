@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -230,17 +231,19 @@ TEST(FlowHashTest, DeterministicAndSeedSensitive) {
   EXPECT_NE(FlowHash(k, 99), FlowHash(k, 100));
 }
 
+constexpr ConntrackKey kCtKey = ConntrackKey::Fixed(42);
+
 // The conntrack hash decides no placement, but it must spread flows evenly
 // over buckets (its low 32 bits, multiply-shifted) and be stable.
 TEST(FlowHashTest, ConntrackHashSpreadsEvenlyAndIsStable) {
   const FlowKey k = V4Key(0x0A000001, 1234, kVip, 80, 17);
-  EXPECT_EQ(ConntrackHash(k), ConntrackHash(k));
+  EXPECT_EQ(ConntrackHash(k, kCtKey), ConntrackHash(k, kCtKey));
   for (const auto& keys : {SequentialV4Clients(400000), SequentialV6ClientsLow(400000),
                            SequentialV6ClientsHigh(400000), OneClientManyPorts()}) {
     constexpr uint32_t kBuckets = 4099;
     std::vector<uint32_t> low(kBuckets, 0), mid(kBuckets, 0), sig(256, 0);
     for (const FlowKey& key : keys) {
-      const uint64_t h = ConntrackHash(key);
+      const uint64_t h = ConntrackHash(key, kCtKey);
       ++low[(uint64_t{static_cast<uint32_t>(h)} * kBuckets) >> 32];
       ++mid[(uint64_t{static_cast<uint32_t>(h >> 16)} * kBuckets) >> 32];
       ++sig[h >> 56];
@@ -253,6 +256,65 @@ TEST(FlowHashTest, ConntrackHashSpreadsEvenlyAndIsStable) {
       EXPECT_LT(std::abs((x2 - df) / std::sqrt(2 * df)), 5.0);
     }
   }
+}
+
+// The conntrack hash before it was keyed (public constants), kept here to
+// show the attack it allowed.
+uint64_t LegacyConntrackHash(const FlowKey& key) {
+  using flow_hash_internal::Mum;
+  using xxh64_internal::LoadLe64;
+  constexpr uint64_t kS0 = 0xa0761d6478bd642fULL, kS1 = 0xe7037ed1a0b428dbULL,
+                     kS2 = 0x8ebc6af09c88c6e3ULL, kS3 = 0x589965cc75374cc3ULL,
+                     kS4 = 0x1d8e4e27c47d124fULL;
+  const auto* p = reinterpret_cast<const uint8_t*>(&key);
+  const uint64_t tail = uint64_t{key.src_port} | uint64_t{key.dst_port} << 16 |
+                        uint64_t{key.protocol} << 32 | uint64_t{key.is_v6} << 40;
+  const uint64_t a = Mum(LoadLe64(p) ^ kS0, LoadLe64(p + 8) ^ kS1);
+  const uint64_t b = Mum(LoadLe64(p + 16) ^ kS2, LoadLe64(p + 24) ^ kS3);
+  const uint64_t c = Mum(a ^ b ^ kS4, tail ^ kS1);
+  return Mum(c ^ kS0, c ^ kS3);
+}
+
+// Issue 8.3: an IPv6 source whose interface id equals the public constant
+// zeroed the first multiply, so every /64 prefix with that id hashed alike.
+// Keyed, the same sources spread like any others.
+TEST(FlowHashTest, ConntrackHashHasNoPublicZeroingInterfaceId) {
+  const uint64_t iid = __builtin_bswap64(0xe7037ed1a0b428dbULL);  // bytes 8..15 = kS1, LE
+  std::vector<FlowKey> keys;
+  for (uint64_t prefix = 0; prefix < 4096; ++prefix) {
+    keys.push_back(V6Key(0x20010db800000000ULL | prefix << 8, iid, 40000, 443));
+  }
+  std::set<uint64_t> legacy, keyed, buckets;
+  for (const FlowKey& k : keys) {
+    legacy.insert(LegacyConntrackHash(k));
+    const uint64_t h = ConntrackHash(k, kCtKey);
+    keyed.insert(h);
+    buckets.insert((uint64_t{static_cast<uint32_t>(h)} * 1024) >> 32);
+  }
+  EXPECT_EQ(legacy.size(), 1u);  // the attack, as it was
+  EXPECT_EQ(keyed.size(), keys.size());
+  EXPECT_GT(buckets.size(), 900u);  // 4096 balls in 1024 bins: ~1006 bins used
+}
+
+// Another key (another worker, another start) gives other buckets: what one
+// instance's collisions are says nothing of another's.
+TEST(FlowHashTest, ConntrackKeysGiveDifferentBuckets) {
+  const ConntrackKey other = ConntrackKey::Fixed(43);
+  int same = 0;
+  constexpr int kFlows = 10000;
+  for (int i = 0; i < kFlows; ++i) {
+    const FlowKey k = V4Key(0x0A000000 + static_cast<uint32_t>(i), 5555, kVip, 80, 6);
+    const auto bucket = [](uint64_t h) { return (uint64_t{static_cast<uint32_t>(h)} * 4096) >> 32; };
+    same += bucket(ConntrackHash(k, kCtKey)) == bucket(ConntrackHash(k, other));
+  }
+  EXPECT_LT(same, kFlows / 100);  // ~kFlows / 4096 by chance
+  // Fixed keys are reproducible; random ones differ.
+  EXPECT_EQ(ConntrackHash(V4Key(1, 2, 3, 4, 6), ConntrackKey::Fixed(7)),
+            ConntrackHash(V4Key(1, 2, 3, 4, 6), ConntrackKey::Fixed(7)));
+  ConntrackKey r1, r2;
+  ASSERT_TRUE(RandomConntrackKey(&r1));
+  ASSERT_TRUE(RandomConntrackKey(&r2));
+  EXPECT_NE(ConntrackHash(V4Key(1, 2, 3, 4, 6), r1), ConntrackHash(V4Key(1, 2, 3, 4, 6), r2));
 }
 
 }  // namespace

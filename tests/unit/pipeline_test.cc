@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -99,7 +100,7 @@ std::string Client(int i) { return absl::StrCat("10.", (i >> 16) & 255, ".", (i 
 
 class PipelineTest : public ::testing::Test {
  protected:
-  PipelineTest() : worker_(CtConfig()) { state_ = Build(BaseConfig()); }
+  PipelineTest() : worker_(CtConfig(), ConntrackKey::Fixed(1)) { state_ = Build(BaseConfig()); }
 
   static ConntrackConfig CtConfig() {
     ConntrackConfig c;
@@ -289,6 +290,107 @@ TEST_F(PipelineTest, SynReusingAClosingFlowsTupleIsANewConnection) {
   EXPECT_EQ(next, TableChoice("10.0.0.8", 6000));
 }
 
+// Issue 8.5: 100 pinned connections, a reload that moves their slots, then
+// 20k spoofed packets that prove nothing (bare ACKs mostly, and FINs, RSTs,
+// UDP, SYNs; random sources, the pinned tuples among them) through a
+// conntrack small enough to be full: not one connection is re-placed.
+TEST_F(PipelineTest, SpoofedFloodAfterAReloadReplacesNoPinnedFlow) {
+  ConntrackConfig small;
+  small.capacity = 512;  // 640 ways: the flood overfills it 30 times
+  Worker w(small, ConntrackKey::Fixed(3));
+  auto send = [&](const Bytes& frame, uint64_t now) {
+    Buf b(frame);
+    w.ProcessPacket(b.ref, *state_, now);
+    return BackendOf(b);
+  };
+  const std::string vip = "198.51.100.80";
+  std::map<int, std::string> pinned;
+  for (int i = 0; i < 100; ++i) {
+    pinned[i] = send(TcpFrame(Client(i), 1000, vip, kTcpSyn), kT0);
+    ASSERT_EQ(send(TcpFrame(Client(i), 1000, vip, kTcpAck), kT0), pinned[i]);
+  }
+  Config c = BaseConfig();
+  c.vips[0].backends.push_back({"d", Ip("203.0.113.9"), 3, 0});
+  Reload(c);
+  int would_move = 0;
+  for (int i = 0; i < 100; ++i) would_move += TableChoice(Client(i), 1000) != pinned[i];
+  ASSERT_GT(would_move, 40);  // the test means something
+
+  std::mt19937 rng(5);
+  const uint8_t kinds[] = {kTcpAck, kTcpAck, kTcpAck, kTcpAck | 0x08, kTcpFin | kTcpAck, kTcpRst,
+                           kTcpSyn};
+  const uint64_t flood_at = kT0 + kSec;
+  for (int n = 0; n < 20000; ++n) {
+    const uint8_t f = kinds[rng() % std::size(kinds)];
+    const std::string src = absl::StrCat("172.", rng() % 32, ".", rng() % 256, ".", rng() % 256);
+    const auto sport = static_cast<uint16_t>(1024 + rng() % 60000);
+    if (n % 8 == 7) {
+      Ip4 h;
+      h.src = Ip(src);
+      h.dst = Ip("198.51.100.53");
+      h.proto = 17;
+      send(testing::Frame4(h, testing::Udp(sport, 53, 16)), flood_at);
+    } else if (n % 50 == 0) {
+      send(TcpFrame(Client(n / 50 % 100), 1000, vip, f), flood_at);  // a pinned tuple
+    } else {
+      send(TcpFrame(src, sport, vip, f), flood_at);
+    }
+  }
+  EXPECT_GT(w.conntrack().stats().evictions + w.counters().untracked.value(), 10000u);
+  int replaced = 0;
+  for (int i = 0; i < 100; ++i) {
+    replaced += send(TcpFrame(Client(i), 1000, vip, kTcpAck | 0x08, 100), kT0 + 2 * kSec) != pinned[i];
+  }
+  EXPECT_EQ(replaced, 0);
+}
+
+// Issue 8.6: a spoofed RST then a spoofed SYN (after a reload that moved the
+// slot) leave the connection on its backend; its next packets restore it.
+TEST_F(PipelineTest, SpoofedRstThenSynDoesNotMoveALiveConnection) {
+  int checked = 0;
+  for (int i = 0; i < 40; ++i) {
+    const std::string cl = Client(200 + i);
+    const std::string first = Send(cl, 3000, kTcpSyn);
+    ASSERT_EQ(Send(cl, 3000, kTcpAck), first);
+    Config c = BaseConfig();
+    c.vips[0].backends.push_back({"d", Ip("203.0.113.9"), 3, 0});
+    Reload(c);
+    const bool moved_slot = TableChoice(cl, 3000) != first;
+    checked += moved_slot;
+    EXPECT_EQ(Send(cl, 3000, kTcpRst, kT0 + kSec), first);
+    EXPECT_EQ(Send(cl, 3000, kTcpSyn, kT0 + kSec), first) << i;
+    EXPECT_EQ(Send(cl, 3000, kTcpAck, kT0 + 2 * kSec), first) << i;
+    // Established again: alive long after the closing timeout.
+    EXPECT_EQ(Send(cl, 3000, kTcpAck, kT0 + 600 * kSec), first) << i;
+    Reload(BaseConfig());
+  }
+  EXPECT_GT(checked, 5);
+}
+
+// A FIN (spoofed or not) and then data from the client: still pinned, and
+// the data restores established.
+TEST_F(PipelineTest, FinThenDataKeepsTheFlowPinned) {
+  const std::string first = Send("10.0.0.9", 6001, kTcpSyn);
+  ASSERT_EQ(Send("10.0.0.9", 6001, kTcpAck), first);
+  Config c = BaseConfig();
+  c.vips[0].backends.push_back({"d", Ip("203.0.113.9"), 3, 0});
+  Reload(c);
+  EXPECT_EQ(Send("10.0.0.9", 6001, kTcpFin | kTcpAck, kT0 + kSec), first);
+  Buf data(TcpFrame("10.0.0.9", 6001, "198.51.100.80", kTcpAck | 0x08, 200));
+  Run(data, kT0 + 2 * kSec);
+  EXPECT_EQ(BackendOf(data), first);
+  EXPECT_EQ(Send("10.0.0.9", 6001, kTcpAck, kT0 + 600 * kSec), first);  // established: 3600 s
+}
+
+// A RST of a flow the LB does not know is forwarded by the table and tracks
+// nothing.
+TEST_F(PipelineTest, RstOfAnUnknownFlowIsForwardedNotTracked) {
+  EXPECT_EQ(Send("10.0.0.10", 6002, kTcpRst), TableChoice("10.0.0.10", 6002));
+  EXPECT_EQ(Send("10.0.0.10", 6003, kTcpRst | kTcpAck), TableChoice("10.0.0.10", 6003));
+  EXPECT_EQ(worker_.conntrack().occupied(), 0u);
+  EXPECT_EQ(worker_.counters().untracked.value(), 2u);
+}
+
 TEST_F(PipelineTest, TwoPacketsOfOneNewFlowInABurstShareOneEntry) {
   Buf a(TcpFrame("10.0.1.1", 1111, "198.51.100.80", kTcpSyn));
   Buf b(TcpFrame("10.0.1.1", 1111, "198.51.100.80", kTcpAck));
@@ -306,7 +408,7 @@ TEST_F(PipelineTest, TwoPacketsOfOneNewFlowInABurstShareOneEntry) {
 TEST_F(PipelineTest, NewFlowsOfOneBurstNeverShareAWay) {
   ConntrackConfig small;
   small.capacity = 8;  // 2 buckets x 8 ways: every flow competes for the same 16
-  Worker w(small);
+  Worker w(small, ConntrackKey::Fixed(1));
   ASSERT_EQ(w.conntrack().capacity(), 16u);
   std::vector<Buf> bufs;
   for (int i = 0; i < 16; ++i) bufs.emplace_back(TcpFrame(Client(i), 4000, "198.51.100.80", kTcpAck));
@@ -323,7 +425,7 @@ TEST_F(PipelineTest, NewFlowsOfOneBurstNeverShareAWay) {
     k.src_port = 4000;
     k.dst_port = 80;
     k.protocol = 6;
-    EXPECT_NE(w.conntrack().Lookup(k, ConntrackHash(k), kT0), nullptr) << i;
+    EXPECT_NE(w.conntrack().Lookup(k, w.conntrack().HashOf(k), kT0), nullptr) << i;
   }
   // Four more: each evicts one, and the table still holds 16 distinct flows.
   std::vector<Buf> more;
