@@ -235,17 +235,17 @@ class Worker {
   void AdoptState(const LbState& state);
   void ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns,
                     const RxChecksum* ip_checksum);
-  void ToVip(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash, const Conntrack::Probe& probe,
+  void ToVip(PacketRef& pkt, const ParsedPacket& p, const Conntrack::Probe& probe,
              const VipState& vip, const LbState& state, uint64_t now_ns);
   void Local(PacketRef& pkt, const ParsedPacket& p, Action action, const LbState& state);
   bool MayReply(PacketRef& pkt, const ParsedPacket& p, TokenBucket& bucket, DropReason over_limit,
                 const LbState& state);
   void Send(PacketRef& pkt, const ParsedPacket& p, const VipState& vip, uint16_t backend,
-            uint64_t ct_hash, const LbState& state);
+            const LbState& state);
   [[gnu::noinline]] void SendSlow(PacketRef& pkt, const ParsedPacket& p, const VipState& vip,
-                                  const BackendState& b, const EncapResult& r, uint64_t ct_hash,
+                                  const BackendState& b, const EncapResult& r, uint64_t path_hash,
                                   const LbState& state);
-  [[gnu::noinline]] void NewFlow(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash,
+  [[gnu::noinline]] void NewFlow(PacketRef& pkt, const ParsedPacket& p,
                                  const Conntrack::Probe& probe, ConntrackEntry* e,
                                  bool backend_unresolved, const VipState& vip,
                                  const LbState& state, uint64_t now_ns);
@@ -276,7 +276,6 @@ class Worker {
   // grew by 24 bytes), so it must not depend on those members.
   alignas(64) ParsedPacket parsed_[kBurst];
   alignas(64) Verdict verdict_[kBurst];
-  alignas(64) uint64_t ct_hash_[kBurst];
   alignas(64) Conntrack::Probe probe_[kBurst];
   bool chunk_inserted_ = false;  // an Insert/Repin ran in this chunk's stage 3
   bool steered_burst_ = false;   // ProcessSteered: handed over, counted by the sender

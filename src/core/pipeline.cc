@@ -213,13 +213,20 @@ void Worker::Local(PacketRef& pkt, const ParsedPacket& p, Action action, const L
 }
 
 void Worker::Send(PacketRef& pkt, const ParsedPacket& p, const VipState& vip, uint16_t backend,
-                  uint64_t ct_hash, const LbState& state) {
+                  const LbState& state) {
   const BackendState& b = vip.backends[backend];
   // Never to a zero MAC: the control thread is still resolving the next hop.
   if (!b.next_hop_known) return Drop(pkt, DropReason::kNoNeighbor);
-  // The conntrack hash doubles as the per-flow value that varies the outer
-  // source and flow label: stable for the flow, equal on every LB instance.
-  const EncapResult r = Forward(pkt.data, pkt.len, pkt.headroom, p, b.target, state.encap(), ct_hash);
+  // The per-flow value that varies the outer source and the IPv6 flow label
+  // is the flow's placement hash: stable for the flow and equal on every LB
+  // instance (ECMP may move the flow). Never the conntrack's keyed hash,
+  // whose bits would leave the LB in every tunnelled header. Computed only
+  // where a header takes it.
+  const EncapConfig& encap = state.encap();
+  const bool uses_path_hash = b.target.forwarding != Forwarding::kL2Dsr &&
+                              (b.target.backend.is_v6 || encap.flow_bits_v4 != 0);
+  const uint64_t path_hash = uses_path_hash ? FlowHash(p.flow, vip.hash_seed) : 0;
+  const EncapResult r = Forward(pkt.data, pkt.len, pkt.headroom, p, b.target, encap, path_hash);
   if (r.status == EncapStatus::kOk) [[likely]] {
     // A backend's counters count what was sent to it: only once Forward
     // succeeded (a packet answered with ICMP too-big never reached it).
@@ -231,12 +238,12 @@ void Worker::Send(PacketRef& pkt, const ParsedPacket& p, const VipState& vip, ui
     pkt.out_len = static_cast<uint16_t>(r.length);
     return;
   }
-  SendSlow(pkt, p, vip, b, r, ct_hash, state);
+  SendSlow(pkt, p, vip, b, r, path_hash, state);
 }
 
 // Everything but plain forwarding, out of the hot function.
 void Worker::SendSlow(PacketRef& pkt, const ParsedPacket& p, const VipState& vip,
-                      const BackendState& b, const EncapResult& r, uint64_t ct_hash,
+                      const BackendState& b, const EncapResult& r, uint64_t path_hash,
                       const LbState& state) {
   WorkerCounters& c = *counters_;
   const EncapConfig& encap = state.encap();
@@ -284,7 +291,7 @@ void Worker::SendSlow(PacketRef& pkt, const ParsedPacket& p, const VipState& vip
           out = WriteL2DsrHeader(frag, pkt.data, p.l3_offset, b.target, encap);
           out_len = p.l3_offset + len;
         } else {
-          EncapResult fr = Encapsulate(frag, len, kScratchHeadroom, b.target, encap, ct_hash);
+          EncapResult fr = Encapsulate(frag, len, kScratchHeadroom, b.target, encap, path_hash);
           if (fr.status != EncapStatus::kOk) {
             extra_count_ = first;
             return Drop(pkt, DropReason::kMtuExceededNoIcmp);
@@ -328,8 +335,7 @@ bool Worker::SteerToOwner(PacketRef& pkt, const ParsedPacket& p) {
   return true;
 }
 
-void Worker::ToVip(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash,
-                   const Conntrack::Probe& probe, const VipState& vip, const LbState& state,
+void Worker::ToVip(PacketRef& pkt, const ParsedPacket& p, const Conntrack::Probe& probe, const VipState& vip, const LbState& state,
                    uint64_t now_ns) {
   if (p.is_icmp_error && rss_owner_ != nullptr && !steered_burst_) [[unlikely]] {
     if (SteerToOwner(pkt, p)) return;  // counted (VIP, routed) by the owner
@@ -354,7 +360,7 @@ void Worker::ToVip(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash,
       backend = vip.table->Lookup(FlowHash(p.flow, vip.hash_seed));
     }
     c.local[Index(LocalCounter::kIcmpErrorsRouted)].Add(1);
-    return Send(pkt, p, vip, backend, ct_hash, state);
+    return Send(pkt, p, vip, backend, state);
   }
 
   const bool tcp = p.flow.protocol == kIpProtoTcp;
@@ -366,20 +372,19 @@ void Worker::ToVip(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash,
     // draining one (weight 0) hands the new connection to the table.
     const bool bare_syn = tcp && (p.tcp_flags & (kTcpSyn | kTcpAck | kTcpRst)) == kTcpSyn;
     if (bare_syn && conntrack_.StateOf(e) == FlowState::kClosing && vip.backends[backend].weight == 0) {
-      return NewFlow(pkt, p, ct_hash, probe, e, false, vip, state, now_ns);
+      return NewFlow(pkt, p, probe, e, false, vip, state, now_ns);
     }
     if (e->backend_hint != backend) e->backend_hint = backend;  // keep the line clean
     conntrack_.Touch(e, p.tcp_flags, now_ns, [&] { return TcpCarriesData(pkt, p); });
-    return Send(pkt, p, vip, backend, ct_hash, state);
+    return Send(pkt, p, vip, backend, state);
   }
 
-  NewFlow(pkt, p, ct_hash, probe, e, backend == VipState::kNoBackend, vip, state, now_ns);
+  NewFlow(pkt, p, probe, e, backend == VipState::kNoBackend, vip, state, now_ns);
 }
 
 // A new flow (or an unknown mid-flow one, or a new connection reusing a
 // closing flow's tuple, or a flow whose backend is gone): the current table.
-void Worker::NewFlow(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash,
-                     const Conntrack::Probe& probe, ConntrackEntry* e, bool backend_unresolved,
+void Worker::NewFlow(PacketRef& pkt, const ParsedPacket& p, const Conntrack::Probe& probe, ConntrackEntry* e, bool backend_unresolved,
                      const VipState& vip, const LbState& state, uint64_t now_ns) {
   WorkerCounters& c = *counters_;
   FlowCounters& vc = c.vip[vip.counter_slot];
@@ -390,7 +395,7 @@ void Worker::NewFlow(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash,
   if (p.flow.protocol == kIpProtoTcp && (p.tcp_flags & kTcpRst)) [[unlikely]] {
     // A RST pins nothing (conntrack.h): by the table, not tracked.
     c.untracked.Add(1);
-    return Send(pkt, p, vip, first, ct_hash, state);
+    return Send(pkt, p, vip, first, state);
   }
   uint16_t backend = first;
   uint32_t load_slot = kUncountedFlow;
@@ -423,7 +428,7 @@ void Worker::NewFlow(PacketRef& pkt, const ParsedPacket& p, uint64_t ct_hash,
   const BackendState& b = vip.backends[backend];
   vc.new_flows.Add(1);
   c.backend[b.counter_slot].new_flows.Add(1);
-  Send(pkt, p, vip, backend, ct_hash, state);
+  Send(pkt, p, vip, backend, state);
 }
 
 // Bounded loads (pipeline.h): the first backend of the flow's table
@@ -487,8 +492,7 @@ void Worker::ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint6
   // piecewise stalls on store-to-load forwarding.
   for (size_t i = 0; i < n; ++i) {
     if (verdict_[i].action == Action::kToVip) {
-      ct_hash_[i] = conntrack_.HashOf(parsed_[i].flow);
-      probe_[i] = conntrack_.ProbeOf(ct_hash_[i]);
+      probe_[i] = conntrack_.ProbeOf(conntrack_.HashOf(parsed_[i].flow));
       conntrack_.PrefetchBuckets(probe_[i]);
     }
   }
@@ -511,7 +515,7 @@ void Worker::ProcessChunk(PacketRef* pkts, size_t n, const LbState& state, uint6
     const Verdict& v = verdict_[i];
     switch (v.action) {
       case Action::kToVip:
-        ToVip(pkt, parsed_[i], ct_hash_[i], probe_[i], state.vips()[v.vip_index], state, now_ns);
+        ToVip(pkt, parsed_[i], probe_[i], state.vips()[v.vip_index], state, now_ns);
         break;
       case Action::kDrop:
         Drop(pkt, v.reason);

@@ -180,6 +180,47 @@ TEST_F(PipelineTest, NewFlowIsEncapsulatedToTheTablesChoice) {
   EXPECT_EQ(worker_.conntrack().occupied(), 1u);
 }
 
+// The outer source bits and the IPv6 flow label come from the flow's
+// placement hash: the same on every worker and every LB instance, whatever
+// their conntrack secrets, and never bits of the keyed conntrack hash.
+TEST_F(PipelineTest, OuterHeaderPerFlowBitsDoNotDependOnTheConntrackSecret) {
+  Config c = BaseConfig();
+  c.lb.encap_source_v4_flow_bits = 8;
+  c.lb.gateway_v6 = Ip("2001:db8::1");
+  c.neighbors.push_back({Ip("2001:db8::1"), kGatewayMac, 0});
+  VipConfig v6 = Vip("web6", "198.51.100.81", Protocol::kTcp, 80, Forwarding::kGre, {{"x", 1}}, 116);
+  v6.backends[0].address = Ip("2001:db8:5::1");
+  c.vips.push_back(v6);
+  const std::unique_ptr<const LbState> state = Build(c);
+  Worker a(CtConfig(), ConntrackKey::Fixed(11));
+  Worker b(CtConfig(), ConntrackKey::Fixed(12));
+  for (const char* vip : {"198.51.100.80", "198.51.100.81"}) {
+    for (int i = 0; i < 32; ++i) {
+      Buf fa(TcpFrame(Client(i), static_cast<uint16_t>(30000 + i), vip, kTcpSyn));
+      Buf fb(TcpFrame(Client(i), static_cast<uint16_t>(30000 + i), vip, kTcpSyn));
+      a.ProcessPacket(fa.ref, *state, kT0);
+      b.ProcessPacket(fb.ref, *state, kT0);
+      ASSERT_EQ(fa.ref.action, PacketAction::kTransmit);
+      ASSERT_EQ(fa.Out(), fb.Out()) << vip << " client " << i;
+    }
+  }
+  // And they are the placement hash's low bits.
+  Buf f(TcpFrame("10.9.8.7", 4242, "198.51.100.81", kTcpSyn));
+  a.ProcessPacket(f.ref, *state, kT0);
+  FlowKey k;
+  const IpAddress cl = Ip("10.9.8.7"), vip = Ip("198.51.100.81");
+  std::memcpy(k.src.data(), cl.bytes.data(), 4);
+  std::memcpy(k.dst.data(), vip.bytes.data(), 4);
+  k.src_port = 4242;
+  k.dst_port = 80;
+  k.protocol = 6;
+  const uint64_t h = FlowHash(k, state->FindVip("web6")->hash_seed);
+  const Bytes out = f.Out();
+  ASSERT_GE(out.size(), 14u + 40u);
+  const uint32_t label = (uint32_t{out[15]} & 0x0F) << 16 | uint32_t{out[16]} << 8 | out[17];
+  EXPECT_EQ(label, h & 0xFFFFF);
+}
+
 TEST_F(PipelineTest, EveryModeForwards) {
   Ip4 h;
   h.src = Ip("10.0.0.2");
