@@ -3,6 +3,7 @@
 #ifndef MAGLB_CONFIG_H_
 #define MAGLB_CONFIG_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -34,6 +35,20 @@ inline constexpr uint32_t kDefaultTcpSynTimeoutS = 30;
 inline constexpr uint32_t kDefaultUdpTimeoutS = 60;
 inline constexpr uint32_t kDefaultMtu = 1500;
 inline constexpr uint8_t kDefaultEncapTtl = 64;
+
+/// Limits on the config text, checked before the TOML parser sees it, so that
+/// no file can exhaust the daemon's memory or stack (the daemon parses on
+/// every reload). The largest config the data plane takes (4096 VIPs, 65536
+/// backends) is about 5 MiB of TOML.
+inline constexpr size_t kMaxConfigBytes = 16u << 20;
+/// Dotted parts of one key or table header ("vip.backend" has 2). toml++
+/// recurses once per level of the tables these create, and bounds only arrays
+/// and inline tables: ~35k parts overflowed an 8 MiB stack.
+inline constexpr int kMaxConfigKeyParts = 16;
+/// Levels of tables and arrays at any point of the file: a table header's
+/// parts (+1 for [[array]]), each key's parts, and each enclosing [ ] or { }.
+/// maglb's own schema needs 4.
+inline constexpr int kMaxConfigNesting = 32;
 
 struct BackendConfig {
   std::string name;
@@ -110,7 +125,8 @@ struct Config {
 
 /// Parses and validates TOML text. `source` names it in errors, which read
 /// "SOURCE:LINE: KEY: what is wrong". Unknown keys are errors (a typo must not
-/// silently fall back to a default).
+/// silently fall back to a default). Text over kMaxConfigBytes, or nested past
+/// kMaxConfigKeyParts / kMaxConfigNesting, is refused before it is parsed.
 absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view source);
 
 /// Reads and parses a file.

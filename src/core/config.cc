@@ -494,10 +494,197 @@ absl::Status CheckIpv6TunnelMtu(const toml::table& root, const std::string& sour
   return absl::OkStatus();
 }
 
+// ---------------------------------------------------------------------------
+// Nesting guard. toml++ builds (and later destroys) the tables that a dotted
+// key or table header names by recursion, one frame per level, and bounds
+// only the nesting of arrays and inline tables: `[a.a.a...]` with ~35k parts
+// overflowed the stack (SIGSEGV in `maglbctl table`, and in the daemon on
+// reload). So before parsing, one pass over the text follows TOML's lexical
+// structure (strings of all four kinds, comments, headers, keys, values,
+// arrays and inline tables) just far enough to count dotted parts and depth.
+//
+// On valid TOML the pass sees what the parser sees. Where the text is not
+// valid TOML the pass may lose track, but only after the first error, and the
+// parser (one pass, throwing at its first error) never builds past it.
+
+// The index just past the string that opens at text[i] (a ' or "), counting
+// newlines into *line. A single-line string stops before a newline (invalid
+// TOML, which the parser reports).
+size_t SkipTomlString(std::string_view text, size_t i, int* line) {
+  const char q = text[i];
+  const bool basic = q == '"';
+  const std::string_view delimiter = basic ? R"(""")" : "'''";
+  const bool multi = text.substr(i, 3) == delimiter;
+  size_t j = i + (multi ? 3 : 1);
+  while (j < text.size()) {
+    const char c = text[j];
+    if (c == '\n') {
+      if (!multi) return j;
+      ++*line;
+    } else if (basic && c == '\\') {
+      ++j;  // escaped character (a backslash-newline in a multi-line string too)
+      if (j < text.size() && text[j] == '\n') {
+        if (!multi) return j;
+        ++*line;
+      }
+    } else if (c == q) {
+      if (!multi) return j + 1;
+      if (text.substr(j, 3) == delimiter) {
+        // Up to two quotes may end the content before the delimiter: the
+        // delimiter is the last three of the run.
+        while (j < text.size() && text[j] == q) ++j;
+        return j;
+      }
+    }
+    ++j;
+  }
+  return text.size();
+}
+
+// "a.b.c" as written, shortened for a message.
+std::string KeyExcerpt(std::string_view text, size_t begin, size_t end) {
+  std::string_view key = text.substr(begin, end - begin);
+  constexpr size_t kMax = 40;
+  std::string out;
+  for (char c : key.substr(0, kMax)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  while (!out.empty() && (out.back() == ' ' || out.back() == '\t')) out.pop_back();
+  while (!out.empty() && (out.front() == ' ' || out.front() == '\t')) out.erase(0, 1);
+  if (key.size() > kMax) out += "...";
+  return out;
+}
+
+absl::Status CheckTomlNesting(std::string_view text, const std::string& source) {
+  enum class Mode { kLineStart, kKey, kValue, kTrailing };
+  struct Frame {
+    char open;  // '[' array, '{' inline table
+    int depth;  // of the values directly inside it
+  };
+  std::vector<Frame> stack;  // never deeper than kMaxConfigNesting
+  Mode mode = Mode::kLineStart;
+  int line = 1;
+  int header_depth = 0;  // of keys under the last [table] / [[array]] header
+  int value_depth = 0;   // of the value being read
+  // The key (or header) being read.
+  bool header = false, array_header = false;
+  int parts = 0, key_line = 1;
+  size_t key_begin = 0;
+
+  auto nested_too_deep = [&](size_t end, int depth, std::string_view what) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s:%d: %s: %s nested %d levels deep (tables, arrays and dotted keys): maglb accepts "
+        "at most %d (its own schema needs 4), since deeper nesting could exhaust the TOML "
+        "parser's stack; the file was refused",
+        source, key_line, KeyExcerpt(text, key_begin, end), what, depth, kMaxConfigNesting));
+  };
+  auto start_key = [&](size_t begin, bool is_header, bool is_array) {
+    mode = Mode::kKey;
+    header = is_header;
+    array_header = is_array;
+    parts = 1;
+    key_line = line;
+    key_begin = begin;
+  };
+  auto inner_depth = [&]() { return stack.empty() ? header_depth : stack.back().depth; };
+
+  size_t i = 0;
+  while (i < text.size()) {
+    const char c = text[i];
+    if (c == '"' || c == '\'') {
+      if (mode == Mode::kLineStart) start_key(i, false, false);
+      i = SkipTomlString(text, i, &line);
+      continue;
+    }
+    if (c == '#') {
+      while (i < text.size() && text[i] != '\n') ++i;
+      continue;
+    }
+    if (c == '\n') {
+      ++line;
+      if (stack.empty()) mode = Mode::kLineStart;
+      ++i;
+      continue;
+    }
+    if (c == ' ' || c == '\t' || c == '\r') {
+      ++i;
+      continue;
+    }
+    switch (mode) {
+      case Mode::kLineStart:
+        if (c == '[') {
+          const bool is_array = i + 1 < text.size() && text[i + 1] == '[';
+          i += is_array ? 2 : 1;
+          start_key(i, true, is_array);
+          continue;
+        }
+        start_key(i, false, false);
+        continue;  // the same character, read as part of the key
+      case Mode::kKey:
+        if (c == '.') {
+          if (++parts > kMaxConfigKeyParts) {
+            return absl::InvalidArgumentError(absl::StrFormat(
+                "%s:%d: %s: %s of more than %d dotted parts (maglb's own have at most 2, as in "
+                "[[vip.backend]]); deeper nesting could exhaust the TOML parser's stack, so the "
+                "file was refused",
+                source, line, KeyExcerpt(text, key_begin, i) + ".(...)",
+                header ? "a table header" : "a key", kMaxConfigKeyParts));
+          }
+        } else if (c == '=' && !header) {
+          value_depth = inner_depth() + parts;
+          if (value_depth > kMaxConfigNesting) return nested_too_deep(i, value_depth, "a key");
+          mode = Mode::kValue;
+        } else if (c == ']' && header) {
+          header_depth = parts + (array_header ? 1 : 0);
+          if (header_depth > kMaxConfigNesting) {
+            return nested_too_deep(i, header_depth, "a table header");
+          }
+          if (array_header && i + 1 < text.size() && text[i + 1] == ']') ++i;
+          mode = Mode::kTrailing;
+        } else if (c == '}' && !stack.empty() && stack.back().open == '{') {
+          stack.pop_back();  // {} or a trailing comma
+          mode = Mode::kValue;
+        }
+        break;
+      case Mode::kValue:
+        if (c == '[' || c == '{') {
+          const int depth = value_depth + 1;
+          if (depth > kMaxConfigNesting) {
+            key_line = line;
+            return nested_too_deep(i + 1, depth, c == '[' ? "an array" : "an inline table");
+          }
+          stack.push_back({c, depth});
+          value_depth = depth;
+          if (c == '{') start_key(i + 1, false, false);
+        } else if ((c == ']' || c == '}') && !stack.empty() &&
+                   stack.back().open == (c == ']' ? '[' : '{')) {
+          stack.pop_back();
+          value_depth = inner_depth();
+        } else if (c == ',' && !stack.empty()) {
+          if (stack.back().open == '{') {
+            start_key(i + 1, false, false);
+          } else {
+            value_depth = stack.back().depth;
+          }
+        }
+        break;
+      case Mode::kTrailing:
+        break;
+    }
+    ++i;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view source_view) {
   std::string source(source_view);
+  if (text.size() > kMaxConfigBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: %u bytes: maglb refuses config files over %u bytes (%u MiB); the file was not "
+        "parsed",
+        source, text.size(), kMaxConfigBytes, kMaxConfigBytes >> 20));
+  }
+  MAGLB_RETURN_IF_ERROR(CheckTomlNesting(text, source));
   toml::table root;
   try {
     root = toml::parse(text, source_view);
@@ -563,6 +750,12 @@ absl::StatusOr<Config> LoadConfig(const std::string& path) {
   if (!S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: not a regular file; the config must be a TOML file", path));
+  }
+  // Checked again on the text (ParseConfig), should the file grow meanwhile.
+  if (static_cast<uint64_t>(st.st_size) > kMaxConfigBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: %d bytes: maglb refuses config files over %u bytes (%u MiB); the file was not read",
+        path, static_cast<int64_t>(st.st_size), kMaxConfigBytes, kMaxConfigBytes >> 20));
   }
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
