@@ -6,10 +6,12 @@
 
 #include <sys/stat.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <set>
+#include <tuple>
 #include <sstream>
 #include <utility>
 
@@ -715,6 +717,13 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
   std::vector<const toml::table*> vips;
   MAGLB_RETURN_IF_ERROR(ArrayOfTables(r, "vip", "vip", &vips));
   absl::flat_hash_map<std::string, int> vip_names;
+  // (address, protocol, port) -> index in config.vips. A scan of the VIPs
+  // before each one made parsing quadratic: 6.7 s for 40k VIPs.
+  using ServiceKey = std::tuple<std::array<uint8_t, 16>, bool, Protocol, uint16_t>;
+  absl::flat_hash_map<ServiceKey, size_t> services;
+  config.vips.reserve(vips.size());
+  vip_names.reserve(vips.size());
+  services.reserve(vips.size());
   for (size_t i = 0; i < vips.size(); ++i) {
     VipConfig v;
     MAGLB_RETURN_IF_ERROR(ParseVip(*vips[i], source, i, &v));
@@ -724,13 +733,14 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
           "%s:%d: vip[\"%s\"].name: duplicate VIP name (first declared at line %d)", source,
           v.line, v.name, it->second));
     }
-    for (const VipConfig& other : config.vips) {
-      if (other.address == v.address && other.protocol == v.protocol && other.port == v.port) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s:%d: vip[\"%s\"]: %s %s port %u is already served by vip \"%s\" (line %d)",
-            source, v.line, v.name, ToString(v.protocol), v.address.ToString(), v.port,
-            other.name, other.line));
-      }
+    auto [sit, new_service] = services.emplace(
+        ServiceKey{v.address.bytes, v.address.is_v6, v.protocol, v.port}, config.vips.size());
+    if (!new_service) {
+      const VipConfig& other = config.vips[sit->second];
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s:%d: vip[\"%s\"]: %s %s port %u is already served by vip \"%s\" (line %d)",
+          source, v.line, v.name, ToString(v.protocol), v.address.ToString(), v.port,
+          other.name, other.line));
     }
     config.vips.push_back(std::move(v));
   }
