@@ -35,6 +35,15 @@ inline constexpr uint32_t kDefaultTcpSynTimeoutS = 30;
 inline constexpr uint32_t kDefaultUdpTimeoutS = 60;
 inline constexpr uint32_t kDefaultMtu = 1500;
 inline constexpr uint8_t kDefaultEncapTtl = 64;
+/// Bytes of one table slot (LookupTable stores uint16_t backend indices).
+inline constexpr uint64_t kTableEntryBytes = 2;
+/// Cap on the memory of all VIPs' tables of one snapshot, sum of table_size x
+/// kTableEntryBytes ([lb] max_table_memory_mb). Without it 4096 VIPs could ask
+/// for 4,194,301 slots each: 32 GiB. The default fits 4096 VIPs at the default
+/// table size (512 MiB) or 128 at the largest. A reload briefly holds the old
+/// snapshot's changed tables too.
+inline constexpr uint32_t kDefaultMaxTableMemoryMb = 1024;
+inline constexpr uint32_t kMaxMaxTableMemoryMb = 1u << 20;
 
 /// Limits on the config text, checked before the TOML parser sees it, so that
 /// no file can exhaust the daemon's memory or stack (the daemon parses on
@@ -96,6 +105,8 @@ struct LbConfig {
   uint8_t encap_source_v6_flow_bits = 0;
   uint8_t encap_ttl = kDefaultEncapTtl;
   uint32_t mtu = kDefaultMtu;  // egress MTU; larger encapsulated packets get ICMP
+  /// Cap on the sum of all VIPs' table memory (kDefaultMaxTableMemoryMb).
+  uint32_t max_table_memory_mb = kDefaultMaxTableMemoryMb;
 };
 
 struct ConntrackConfig {

@@ -265,6 +265,8 @@ absl::Status ParseLb(const toml::table& t, const std::string& source, LbConfig* 
   MAGLB_RETURN_IF_ERROR(r.Unsigned("encap_source_v6_flow_bits", 0, 64, &lb->encap_source_v6_flow_bits));
   MAGLB_RETURN_IF_ERROR(r.Unsigned("encap_ttl", 1, 255, &lb->encap_ttl));
   MAGLB_RETURN_IF_ERROR(r.Unsigned("mtu", 1280, 9216, &lb->mtu));
+  MAGLB_RETURN_IF_ERROR(
+      r.Unsigned("max_table_memory_mb", 1, kMaxMaxTableMemoryMb, &lb->max_table_memory_mb));
   MAGLB_RETURN_IF_ERROR(r.CheckNoUnknownKeys());
 
   // Family checks: a v4 key must hold a v4 address, and so on.
@@ -676,6 +678,31 @@ absl::Status CheckTomlNesting(std::string_view text, const std::string& source) 
   return absl::OkStatus();
 }
 
+// Every table of a snapshot lives at once (and a reload adds the changed
+// ones): refuse a config whose tables together exceed [lb]
+// max_table_memory_mb, at the VIP that crosses it.
+absl::Status CheckTableMemory(const std::vector<const toml::table*>& vip_tables,
+                              const std::string& source, const Config& config) {
+  const uint64_t limit = uint64_t{config.lb.max_table_memory_mb} << 20;
+  uint64_t total = 0, grand_total = 0;
+  for (const VipConfig& v : config.vips) grand_total += v.table_size * kTableEntryBytes;
+  for (size_t i = 0; i < config.vips.size(); ++i) {
+    const VipConfig& v = config.vips[i];
+    const uint64_t bytes = v.table_size * kTableEntryBytes;
+    total += bytes;
+    if (total <= limit) continue;
+    const toml::node* size_node = vip_tables[i]->get("table_size");
+    const int line = size_node != nullptr ? static_cast<int>(size_node->source().begin.line) : v.line;
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s:%d: vip[\"%s\"].table_size: this VIP's table (%u slots, %.1f MiB) brings the "
+        "tables of the first %u VIPs to %.1f MiB, over [lb] max_table_memory_mb = %u (all %u "
+        "VIPs ask for %.1f MiB); use smaller tables or raise the limit; the file was refused",
+        source, line, v.name, v.table_size, bytes / 1048576.0, i + 1, total / 1048576.0,
+        config.lb.max_table_memory_mb, config.vips.size(), grand_total / 1048576.0));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view source_view) {
@@ -746,6 +773,7 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
   }
   MAGLB_RETURN_IF_ERROR(r.CheckNoUnknownKeys());
   MAGLB_RETURN_IF_ERROR(CheckIpv6TunnelMtu(root, source, config));
+  MAGLB_RETURN_IF_ERROR(CheckTableMemory(vips, source, config));
   return config;
 }
 

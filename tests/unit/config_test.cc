@@ -369,3 +369,42 @@ TEST(ConfigNestingTest, RefusesOversizedFiles) {
 
 }  // namespace
 }  // namespace maglb
+
+namespace maglb {
+namespace {
+
+// `n` VIPs with one backend each; VIP i sets table_size on its line 5 when
+// `table_size` is given.
+std::string ManyVips(int n, const char* table_size = nullptr) {
+  std::string text;
+  for (int i = 0; i < n; ++i) {
+    text += "[[vip]]\nname = \"v" + std::to_string(i) + "\"\naddress = \"10.0." +
+            std::to_string(i / 256) + "." + std::to_string(i % 256) + "\"\nport = 80\n";
+    if (table_size != nullptr) text += std::string("table_size = ") + table_size + "\n";
+    text += "  [[vip.backend]]\n  name = \"a\"\n  address = \"10.1.0.1\"\n";
+  }
+  return text;
+}
+
+// Issue 8, point 4: every VIP could take 8 MiB of table with no total cap.
+TEST(ConfigTableMemoryTest, RefusesTablesOverTheTotalCapAtTheVipThatCrossesIt) {
+  // Default 1024 MiB: 128 tables of the largest size fit (8,388,602 bytes
+  // each), the 129th does not. Each VIP is 8 lines; VIP 128's table_size is
+  // on line 128 * 8 + 5.
+  EXPECT_TRUE(ParseConfig(ManyVips(128, "4194301"), "test.toml").ok());
+  ExpectRefused(ManyVips(129, "4194301"), 128 * 8 + 5, "vip[\"v128\"].table_size",
+                "brings the tables of the first 129 VIPs to 1032.0 MiB, over [lb] "
+                "max_table_memory_mb = 1024 (all 129 VIPs ask for 1032.0 MiB)");
+  // A lower cap, counted in default-size tables (65537 slots, 2 bytes over
+  // 128 KiB): 7 fit in 1 MiB. Without table_size the error points at the
+  // [[vip]] line (VIP i starts on line 3 + 7 i).
+  EXPECT_TRUE(ParseConfig("[lb]\nmax_table_memory_mb = 1\n" + ManyVips(7), "test.toml").ok());
+  ExpectRefused("[lb]\nmax_table_memory_mb = 1\n" + ManyVips(10), 3 + 7 * 7,
+                "vip[\"v7\"].table_size", "the first 8 VIPs to 1.0 MiB, over [lb] "
+                "max_table_memory_mb = 1 (all 10 VIPs ask for 1.3 MiB)");
+  ExpectRefused("[lb]\nmax_table_memory_mb = 0\n", 2, "lb.max_table_memory_mb",
+                "0 is out of range: must be from 1 to 1048576");
+}
+
+}  // namespace
+}  // namespace maglb
