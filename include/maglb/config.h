@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -85,6 +86,27 @@ struct VipConfig {
   int line = 0;
 
   std::vector<BackendSpec> BackendSpecs() const;
+};
+
+/// Everything that decides a VIP's table, and nothing else. The data plane
+/// builds every table from this alone (BuildLbState builds
+/// BuildVipTable(input.ToVipConfig())), so equal inputs give equal tables, and
+/// a reload keeps a VIP's table exactly when its input is unchanged: a field
+/// the builders read cannot be left out of the reuse decision (issue 8: a
+/// reload that changed only ring_points kept the old table, while a restarted
+/// instance built a new one).
+struct TableInput {
+  Algorithm algorithm = Algorithm::kMaglev;
+  uint32_t table_size = kDefaultTableSize;
+  /// ring_points for algorithm = "ring"; 0 for the other schemes (unused).
+  uint32_t ring_points = 0;
+  /// (name, weight), sorted: placement ignores the order of listing.
+  std::vector<std::pair<std::string, uint32_t>> backends;
+
+  static TableInput Of(const VipConfig& vip);
+  /// A VIP holding exactly this input, in name order (addresses unset).
+  VipConfig ToVipConfig() const;
+  friend bool operator==(const TableInput&, const TableInput&) = default;
 };
 
 /// This LB's own identity on the data plane, and how it encapsulates.

@@ -6,13 +6,14 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <set>
-#include <tuple>
 #include <sstream>
+#include <tuple>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -53,6 +54,28 @@ std::vector<BackendSpec> VipConfig::BackendSpecs() const {
   specs.reserve(backends.size());
   for (const BackendConfig& b : backends) specs.push_back({b.name, b.weight});
   return specs;
+}
+
+TableInput TableInput::Of(const VipConfig& vip) {
+  TableInput in;
+  in.algorithm = vip.algorithm;
+  in.table_size = vip.table_size;
+  in.ring_points = vip.algorithm == Algorithm::kRing ? vip.ring_points : 0;
+  in.backends.reserve(vip.backends.size());
+  for (const BackendConfig& b : vip.backends) in.backends.emplace_back(b.name, b.weight);
+  std::sort(in.backends.begin(), in.backends.end());
+  return in;
+}
+
+VipConfig TableInput::ToVipConfig() const {
+  VipConfig v;
+  v.algorithm = algorithm;
+  v.table_size = table_size;
+  if (algorithm == Algorithm::kRing) v.ring_points = ring_points;
+  v.allow_modulo = algorithm == Algorithm::kModulo;  // consent, not placement
+  v.backends.reserve(backends.size());
+  for (const auto& [name, weight] : backends) v.backends.push_back({name, IpAddress{}, weight, 0});
+  return v;
 }
 
 const VipConfig* Config::FindVip(std::string_view name) const {
