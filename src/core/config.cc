@@ -613,7 +613,9 @@ absl::Status CheckTomlNesting(std::string_view text, const std::string& source) 
   };
   auto inner_depth = [&]() { return stack.empty() ? header_depth : stack.back().depth; };
 
-  size_t i = 0;
+  // The parser skips a UTF-8 byte order mark; so must the scan, or a header
+  // right after it would read as a key.
+  size_t i = text.substr(0, 3) == "\xEF\xBB\xBF" ? 3 : 0;
   while (i < text.size()) {
     const char c = text[i];
     if (c == '"' || c == '\'') {

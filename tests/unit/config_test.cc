@@ -252,6 +252,10 @@ TEST(ConfigNestingTest, RefusesDeepTableHeadersBeforeParsing) {
   ExpectRefused("[[" + deep + "]]\n", 1, "a.a.a", "a table header of more than 16 dotted parts");
   ExpectRefused("[ a . b . " + Repeat("c", 20, " . ") + " ]\n", 1, "a . b . c",
                 "more than 16 dotted parts");
+  // After a UTF-8 byte order mark (which toml++ skips), a header is a header:
+  // its parts count towards the depth of the keys under it.
+  ExpectRefused("\xEF\xBB\xBF[[" + Repeat("a", 16) + "]]\n" + Repeat("b", 16) + " = 1\n", 2, "b.b",
+                "a key nested 33 levels deep");
 }
 
 TEST(ConfigNestingTest, RefusesDeepDottedKeysAnywhere) {
