@@ -3,10 +3,12 @@
 #ifndef MAGLB_CONFIG_H_
 #define MAGLB_CONFIG_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -38,6 +40,29 @@ inline constexpr uint8_t kDefaultEncapTtl = 64;
 // as Linux's icmp_msgs_per_sec / icmp_msgs_burst.
 inline constexpr uint32_t kDefaultReplyRate = 1000;
 inline constexpr uint32_t kDefaultReplyBurst = 50;
+/// Bytes of one table slot (LookupTable stores uint16_t backend indices).
+inline constexpr uint64_t kTableEntryBytes = 2;
+/// Cap on the memory of all VIPs' tables of one snapshot, sum of table_size x
+/// kTableEntryBytes ([lb] max_table_memory_mb). Without it 4096 VIPs could ask
+/// for 4,194,301 slots each: 32 GiB. The default fits 4096 VIPs at the default
+/// table size (512 MiB) or 128 at the largest. A reload briefly holds the old
+/// snapshot's changed tables too.
+inline constexpr uint32_t kDefaultMaxTableMemoryMb = 1024;
+inline constexpr uint32_t kMaxMaxTableMemoryMb = 1u << 20;
+
+/// Limits on the config text, checked before the TOML parser sees it, so that
+/// no file can exhaust the daemon's memory or stack (the daemon parses on
+/// every reload). The largest config the data plane takes (4096 VIPs, 65536
+/// backends) is about 5 MiB of TOML.
+inline constexpr size_t kMaxConfigBytes = 16u << 20;
+/// Dotted parts of one key or table header ("vip.backend" has 2). toml++
+/// recurses once per level of the tables these create, and bounds only arrays
+/// and inline tables: ~35k parts overflowed an 8 MiB stack.
+inline constexpr int kMaxConfigKeyParts = 16;
+/// Levels of tables and arrays at any point of the file: a table header's
+/// parts (+1 for [[array]]), each key's parts, and each enclosing [ ] or { }.
+/// maglb's own schema needs 4.
+inline constexpr int kMaxConfigNesting = 32;
 
 struct BackendConfig {
   std::string name;
@@ -67,6 +92,27 @@ struct VipConfig {
   std::vector<BackendSpec> BackendSpecs() const;
 };
 
+/// Everything that decides a VIP's table, and nothing else. The data plane
+/// builds every table from this alone (BuildLbState builds
+/// BuildVipTable(input.ToVipConfig())), so equal inputs give equal tables, and
+/// a reload keeps a VIP's table exactly when its input is unchanged: a field
+/// the builders read cannot be left out of the reuse decision (issue 8: a
+/// reload that changed only ring_points kept the old table, while a restarted
+/// instance built a new one).
+struct TableInput {
+  Algorithm algorithm = Algorithm::kMaglev;
+  uint32_t table_size = kDefaultTableSize;
+  /// ring_points for algorithm = "ring"; 0 for the other schemes (unused).
+  uint32_t ring_points = 0;
+  /// (name, weight), sorted: placement ignores the order of listing.
+  std::vector<std::pair<std::string, uint32_t>> backends;
+
+  static TableInput Of(const VipConfig& vip);
+  /// A VIP holding exactly this input, in name order (addresses unset).
+  VipConfig ToVipConfig() const;
+  friend bool operator==(const TableInput&, const TableInput&) = default;
+};
+
 /// This LB's own identity on the data plane, and how it encapsulates.
 struct LbConfig {
   /// Seed of the flow hash. Every LB instance of one deployment must share it,
@@ -91,6 +137,8 @@ struct LbConfig {
   /// advertisements have a bucket of their own with the same figures.
   uint32_t reply_rate = kDefaultReplyRate;
   uint32_t reply_burst = kDefaultReplyBurst;
+  /// Cap on the sum of all VIPs' table memory (kDefaultMaxTableMemoryMb).
+  uint32_t max_table_memory_mb = kDefaultMaxTableMemoryMb;
 };
 
 struct ConntrackConfig {
@@ -120,7 +168,8 @@ struct Config {
 
 /// Parses and validates TOML text. `source` names it in errors, which read
 /// "SOURCE:LINE: KEY: what is wrong". Unknown keys are errors (a typo must not
-/// silently fall back to a default).
+/// silently fall back to a default). Text over kMaxConfigBytes, or nested past
+/// kMaxConfigKeyParts / kMaxConfigNesting, is refused before it is parsed.
 absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view source);
 
 /// Reads and parses a file.

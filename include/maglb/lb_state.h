@@ -15,9 +15,12 @@
 // stays with its backend while that backend is configured (weight 0 included)
 // and learns that it is gone when it is removed.
 //
-// Table reuse. A VIP whose (algorithm, table size, multiset of backend
-// (name, weight)) is unchanged keeps the previous generation's LookupTable
-// object (shared, not rebuilt); only the VIPs that changed get new tables.
+// Table reuse. Every table is built from its VIP's TableInput alone
+// (config.h: algorithm, table size, ring points for "ring", backends' names
+// and weights), and a VIP whose TableInput is unchanged keeps the previous
+// generation's LookupTable object (shared, not rebuilt); only the VIPs whose
+// input changed get new tables. So the tables after any reload are those a
+// fresh start from the same config builds, whatever else changed.
 #ifndef MAGLB_LB_STATE_H_
 #define MAGLB_LB_STATE_H_
 
@@ -150,6 +153,8 @@ class LbState {
   Config config_;
   LbStateOptions options_;
   std::vector<VipState> vips_;
+  /// What each table of vips_ was built from (same index): the reuse key.
+  std::vector<TableInput> table_inputs_;
   VipMatcher matcher_;
   LocalAddresses local_;
   EncapConfig encap_;

@@ -6,11 +6,14 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <tuple>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -51,6 +54,28 @@ std::vector<BackendSpec> VipConfig::BackendSpecs() const {
   specs.reserve(backends.size());
   for (const BackendConfig& b : backends) specs.push_back({b.name, b.weight});
   return specs;
+}
+
+TableInput TableInput::Of(const VipConfig& vip) {
+  TableInput in;
+  in.algorithm = vip.algorithm;
+  in.table_size = vip.table_size;
+  in.ring_points = vip.algorithm == Algorithm::kRing ? vip.ring_points : 0;
+  in.backends.reserve(vip.backends.size());
+  for (const BackendConfig& b : vip.backends) in.backends.emplace_back(b.name, b.weight);
+  std::sort(in.backends.begin(), in.backends.end());
+  return in;
+}
+
+VipConfig TableInput::ToVipConfig() const {
+  VipConfig v;
+  v.algorithm = algorithm;
+  v.table_size = table_size;
+  if (algorithm == Algorithm::kRing) v.ring_points = ring_points;
+  v.allow_modulo = algorithm == Algorithm::kModulo;  // consent, not placement
+  v.backends.reserve(backends.size());
+  for (const auto& [name, weight] : backends) v.backends.push_back({name, IpAddress{}, weight, 0});
+  return v;
 }
 
 const VipConfig* Config::FindVip(std::string_view name) const {
@@ -266,6 +291,8 @@ absl::Status ParseLb(const toml::table& t, const std::string& source, LbConfig* 
   if (const toml::node* n = t.get("mtu")) lb->mtu_line = static_cast<int>(n->source().begin.line);
   MAGLB_RETURN_IF_ERROR(r.Unsigned("reply_rate", 0, 1000000, &lb->reply_rate));
   MAGLB_RETURN_IF_ERROR(r.Unsigned("reply_burst", 1, 100000, &lb->reply_burst));
+  MAGLB_RETURN_IF_ERROR(
+      r.Unsigned("max_table_memory_mb", 1, kMaxMaxTableMemoryMb, &lb->max_table_memory_mb));
   MAGLB_RETURN_IF_ERROR(r.CheckNoUnknownKeys());
 
   // Family checks: a v4 key must hold a v4 address, and so on.
@@ -497,10 +524,224 @@ absl::Status CheckIpv6TunnelMtu(const toml::table& root, const std::string& sour
   return absl::OkStatus();
 }
 
+// ---------------------------------------------------------------------------
+// Nesting guard. toml++ builds (and later destroys) the tables that a dotted
+// key or table header names by recursion, one frame per level, and bounds
+// only the nesting of arrays and inline tables: `[a.a.a...]` with ~35k parts
+// overflowed the stack (SIGSEGV in `maglbctl table`, and in the daemon on
+// reload). So before parsing, one pass over the text follows TOML's lexical
+// structure (strings of all four kinds, comments, headers, keys, values,
+// arrays and inline tables) just far enough to count dotted parts and depth.
+//
+// On valid TOML the pass sees what the parser sees. Where the text is not
+// valid TOML the pass may lose track, but only after the first error, and the
+// parser (one pass, throwing at its first error) never builds past it.
+
+// The index just past the string that opens at text[i] (a ' or "), counting
+// newlines into *line. A single-line string stops before a newline (invalid
+// TOML, which the parser reports).
+size_t SkipTomlString(std::string_view text, size_t i, int* line) {
+  const char q = text[i];
+  const bool basic = q == '"';
+  const std::string_view delimiter = basic ? R"(""")" : "'''";
+  const bool multi = text.substr(i, 3) == delimiter;
+  size_t j = i + (multi ? 3 : 1);
+  while (j < text.size()) {
+    const char c = text[j];
+    if (c == '\n') {
+      if (!multi) return j;
+      ++*line;
+    } else if (basic && c == '\\') {
+      ++j;  // escaped character (a backslash-newline in a multi-line string too)
+      if (j < text.size() && text[j] == '\n') {
+        if (!multi) return j;
+        ++*line;
+      }
+    } else if (c == q) {
+      if (!multi) return j + 1;
+      if (text.substr(j, 3) == delimiter) {
+        // Up to two quotes may end the content before the delimiter: the
+        // delimiter is the last three of the run.
+        while (j < text.size() && text[j] == q) ++j;
+        return j;
+      }
+    }
+    ++j;
+  }
+  return text.size();
+}
+
+// "a.b.c" as written, shortened for a message.
+std::string KeyExcerpt(std::string_view text, size_t begin, size_t end) {
+  std::string_view key = text.substr(begin, end - begin);
+  constexpr size_t kMax = 40;
+  std::string out;
+  for (char c : key.substr(0, kMax)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  while (!out.empty() && (out.back() == ' ' || out.back() == '\t')) out.pop_back();
+  while (!out.empty() && (out.front() == ' ' || out.front() == '\t')) out.erase(0, 1);
+  if (key.size() > kMax) out += "...";
+  return out;
+}
+
+absl::Status CheckTomlNesting(std::string_view text, const std::string& source) {
+  enum class Mode { kLineStart, kKey, kValue, kTrailing };
+  struct Frame {
+    char open;  // '[' array, '{' inline table
+    int depth;  // of the values directly inside it
+  };
+  std::vector<Frame> stack;  // never deeper than kMaxConfigNesting
+  Mode mode = Mode::kLineStart;
+  int line = 1;
+  int header_depth = 0;  // of keys under the last [table] / [[array]] header
+  int value_depth = 0;   // of the value being read
+  // The key (or header) being read.
+  bool header = false, array_header = false;
+  int parts = 0, key_line = 1;
+  size_t key_begin = 0;
+
+  auto nested_too_deep = [&](size_t end, int depth, std::string_view what) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s:%d: %s: %s nested %d levels deep (tables, arrays and dotted keys): maglb accepts "
+        "at most %d (its own schema needs 4), since deeper nesting could exhaust the TOML "
+        "parser's stack; the file was refused",
+        source, key_line, KeyExcerpt(text, key_begin, end), what, depth, kMaxConfigNesting));
+  };
+  auto start_key = [&](size_t begin, bool is_header, bool is_array) {
+    mode = Mode::kKey;
+    header = is_header;
+    array_header = is_array;
+    parts = 1;
+    key_line = line;
+    key_begin = begin;
+  };
+  auto inner_depth = [&]() { return stack.empty() ? header_depth : stack.back().depth; };
+
+  // The parser skips a UTF-8 byte order mark; so must the scan, or a header
+  // right after it would read as a key.
+  size_t i = text.substr(0, 3) == "\xEF\xBB\xBF" ? 3 : 0;
+  while (i < text.size()) {
+    const char c = text[i];
+    if (c == '"' || c == '\'') {
+      if (mode == Mode::kLineStart) start_key(i, false, false);
+      i = SkipTomlString(text, i, &line);
+      continue;
+    }
+    if (c == '#') {
+      while (i < text.size() && text[i] != '\n') ++i;
+      continue;
+    }
+    if (c == '\n') {
+      ++line;
+      if (stack.empty()) mode = Mode::kLineStart;
+      ++i;
+      continue;
+    }
+    if (c == ' ' || c == '\t' || c == '\r') {
+      ++i;
+      continue;
+    }
+    switch (mode) {
+      case Mode::kLineStart:
+        if (c == '[') {
+          const bool is_array = i + 1 < text.size() && text[i + 1] == '[';
+          i += is_array ? 2 : 1;
+          start_key(i, true, is_array);
+          continue;
+        }
+        start_key(i, false, false);
+        continue;  // the same character, read as part of the key
+      case Mode::kKey:
+        if (c == '.') {
+          if (++parts > kMaxConfigKeyParts) {
+            return absl::InvalidArgumentError(absl::StrFormat(
+                "%s:%d: %s: %s of more than %d dotted parts (maglb's own have at most 2, as in "
+                "[[vip.backend]]); deeper nesting could exhaust the TOML parser's stack, so the "
+                "file was refused",
+                source, line, KeyExcerpt(text, key_begin, i) + ".(...)",
+                header ? "a table header" : "a key", kMaxConfigKeyParts));
+          }
+        } else if (c == '=' && !header) {
+          value_depth = inner_depth() + parts;
+          if (value_depth > kMaxConfigNesting) return nested_too_deep(i, value_depth, "a key");
+          mode = Mode::kValue;
+        } else if (c == ']' && header) {
+          header_depth = parts + (array_header ? 1 : 0);
+          if (header_depth > kMaxConfigNesting) {
+            return nested_too_deep(i, header_depth, "a table header");
+          }
+          if (array_header && i + 1 < text.size() && text[i + 1] == ']') ++i;
+          mode = Mode::kTrailing;
+        } else if (c == '}' && !stack.empty() && stack.back().open == '{') {
+          stack.pop_back();  // {} or a trailing comma
+          mode = Mode::kValue;
+        }
+        break;
+      case Mode::kValue:
+        if (c == '[' || c == '{') {
+          const int depth = value_depth + 1;
+          if (depth > kMaxConfigNesting) {
+            key_line = line;
+            return nested_too_deep(i + 1, depth, c == '[' ? "an array" : "an inline table");
+          }
+          stack.push_back({c, depth});
+          value_depth = depth;
+          if (c == '{') start_key(i + 1, false, false);
+        } else if ((c == ']' || c == '}') && !stack.empty() &&
+                   stack.back().open == (c == ']' ? '[' : '{')) {
+          stack.pop_back();
+          value_depth = inner_depth();
+        } else if (c == ',' && !stack.empty()) {
+          if (stack.back().open == '{') {
+            start_key(i + 1, false, false);
+          } else {
+            value_depth = stack.back().depth;
+          }
+        }
+        break;
+      case Mode::kTrailing:
+        break;
+    }
+    ++i;
+  }
+  return absl::OkStatus();
+}
+
+// Every table of a snapshot lives at once (and a reload adds the changed
+// ones): refuse a config whose tables together exceed [lb]
+// max_table_memory_mb, at the VIP that crosses it.
+absl::Status CheckTableMemory(const std::vector<const toml::table*>& vip_tables,
+                              const std::string& source, const Config& config) {
+  const uint64_t limit = uint64_t{config.lb.max_table_memory_mb} << 20;
+  uint64_t total = 0, grand_total = 0;
+  for (const VipConfig& v : config.vips) grand_total += v.table_size * kTableEntryBytes;
+  for (size_t i = 0; i < config.vips.size(); ++i) {
+    const VipConfig& v = config.vips[i];
+    const uint64_t bytes = v.table_size * kTableEntryBytes;
+    total += bytes;
+    if (total <= limit) continue;
+    const toml::node* size_node = vip_tables[i]->get("table_size");
+    const int line = size_node != nullptr ? static_cast<int>(size_node->source().begin.line) : v.line;
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s:%d: vip[\"%s\"].table_size: this VIP's table (%u slots, %.1f MiB) brings the "
+        "tables of the first %u VIPs to %.1f MiB, over [lb] max_table_memory_mb = %u (all %u "
+        "VIPs ask for %.1f MiB); use smaller tables or raise the limit; the file was refused",
+        source, line, v.name, v.table_size, bytes / 1048576.0, i + 1, total / 1048576.0,
+        config.lb.max_table_memory_mb, config.vips.size(), grand_total / 1048576.0));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view source_view) {
   std::string source(source_view);
+  if (text.size() > kMaxConfigBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: %u bytes: maglb refuses config files over %u bytes (%u MiB); the file was not "
+        "parsed",
+        source, text.size(), kMaxConfigBytes, kMaxConfigBytes >> 20));
+  }
+  MAGLB_RETURN_IF_ERROR(CheckTomlNesting(text, source));
   toml::table root;
   try {
     root = toml::parse(text, source_view);
@@ -531,6 +772,13 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
   std::vector<const toml::table*> vips;
   MAGLB_RETURN_IF_ERROR(ArrayOfTables(r, "vip", "vip", &vips));
   absl::flat_hash_map<std::string, int> vip_names;
+  // (address, protocol, port) -> index in config.vips. A scan of the VIPs
+  // before each one made parsing quadratic: 6.7 s for 40k VIPs.
+  using ServiceKey = std::tuple<std::array<uint8_t, 16>, bool, Protocol, uint16_t>;
+  absl::flat_hash_map<ServiceKey, size_t> services;
+  config.vips.reserve(vips.size());
+  vip_names.reserve(vips.size());
+  services.reserve(vips.size());
   for (size_t i = 0; i < vips.size(); ++i) {
     VipConfig v;
     MAGLB_RETURN_IF_ERROR(ParseVip(*vips[i], source, i, &v));
@@ -540,18 +788,20 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
           "%s:%d: vip[\"%s\"].name: duplicate VIP name (first declared at line %d)", source,
           v.line, v.name, it->second));
     }
-    for (const VipConfig& other : config.vips) {
-      if (other.address == v.address && other.protocol == v.protocol && other.port == v.port) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s:%d: vip[\"%s\"]: %s %s port %u is already served by vip \"%s\" (line %d)",
-            source, v.line, v.name, ToString(v.protocol), v.address.ToString(), v.port,
-            other.name, other.line));
-      }
+    auto [sit, new_service] = services.emplace(
+        ServiceKey{v.address.bytes, v.address.is_v6, v.protocol, v.port}, config.vips.size());
+    if (!new_service) {
+      const VipConfig& other = config.vips[sit->second];
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s:%d: vip[\"%s\"]: %s %s port %u is already served by vip \"%s\" (line %d)",
+          source, v.line, v.name, ToString(v.protocol), v.address.ToString(), v.port,
+          other.name, other.line));
     }
     config.vips.push_back(std::move(v));
   }
   MAGLB_RETURN_IF_ERROR(r.CheckNoUnknownKeys());
   MAGLB_RETURN_IF_ERROR(CheckIpv6TunnelMtu(root, source, config));
+  MAGLB_RETURN_IF_ERROR(CheckTableMemory(vips, source, config));
   return config;
 }
 
@@ -566,6 +816,12 @@ absl::StatusOr<Config> LoadConfig(const std::string& path) {
   if (!S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: not a regular file; the config must be a TOML file", path));
+  }
+  // Checked again on the text (ParseConfig), should the file grow meanwhile.
+  if (static_cast<uint64_t>(st.st_size) > kMaxConfigBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: %d bytes: maglb refuses config files over %u bytes (%u MiB); the file was not read",
+        path, static_cast<int64_t>(st.st_size), kMaxConfigBytes, kMaxConfigBytes >> 20));
   }
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;

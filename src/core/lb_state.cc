@@ -14,15 +14,6 @@
 namespace maglb {
 namespace {
 
-// (name, weight) pairs sorted by name: what decides a VIP's table.
-std::vector<std::pair<std::string, uint32_t>> SortedSpecs(const std::vector<BackendSpec>& specs) {
-  std::vector<std::pair<std::string, uint32_t>> out;
-  out.reserve(specs.size());
-  for (const BackendSpec& s : specs) out.emplace_back(s.name, s.weight);
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 std::vector<BackendSpec> SpecsOf(const VipState& v) {
   std::vector<BackendSpec> specs;
   specs.reserve(v.backends.size());
@@ -184,6 +175,7 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbState(const Config& config
   SlotAllocator backend_slots(std::move(backend_slots_used));
 
   state->vips_.reserve(config.vips.size());
+  state->table_inputs_.reserve(config.vips.size());
   for (const VipConfig& vc : config.vips) {
     const VipState* pv = find_previous(vc.name);
     VipState v;
@@ -205,15 +197,18 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbState(const Config& config
       v.counter_slot = *vip_slots.Next();  // bounded by kMaxVips above
     }
 
-    const std::vector<BackendSpec> specs = vc.BackendSpecs();
-    const bool reuse = pv != nullptr && pv->algorithm == vc.algorithm &&
-                       pv->table_size == vc.table_size &&
-                       SortedSpecs(SpecsOf(*pv)) == SortedSpecs(specs);
+    // The table is a function of its TableInput alone, built from nothing
+    // else, so reusing it on an equal input is exactly what a fresh start
+    // would build.
+    TableInput input = TableInput::Of(vc);
+    const TableInput* previous_input =
+        pv != nullptr ? &previous->table_inputs_[pv - previous->vips().data()] : nullptr;
+    const bool reuse = previous_input != nullptr && *previous_input == input;
     if (reuse) {
       v.table = pv->table;
       ++change.tables_reused;
     } else {
-      absl::StatusOr<LookupTable> table = BuildVipTable(vc);
+      absl::StatusOr<LookupTable> table = BuildVipTable(input.ToVipConfig());
       if (!table.ok()) {
         return absl::Status(table.status().code(),
                             absl::StrFormat("%s:%d: VIP %s: cannot build its table: %s; the new "
@@ -291,6 +286,7 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbState(const Config& config
       }
     }
     state->vips_.push_back(std::move(v));
+    state->table_inputs_.push_back(std::move(input));
   }
   if (previous != nullptr) {
     absl::flat_hash_map<std::string_view, bool> configured;

@@ -246,3 +246,182 @@ TEST(ConfigFileTest, RefusesNamesThatBreakLogsAndDumps) {
 
 }  // namespace
 }  // namespace maglb
+
+namespace maglb {
+namespace {
+
+std::string Repeat(const std::string& part, int n, const std::string& sep = ".") {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += (i == 0 ? "" : sep) + part;
+  return out;
+}
+
+// Issue 8, point 1: toml++ recursed once per dotted part and overflowed the
+// stack (SIGSEGV) at ~35k parts; the pre-scan refuses such files first.
+TEST(ConfigNestingTest, RefusesDeepTableHeadersBeforeParsing) {
+  const std::string deep = Repeat("a", 35000);
+  ExpectRefused("[lb]\nhash_seed = 1\n[" + deep + "]\nx = 1\n", 3, "a.a.a.a",
+                "a table header of more than 16 dotted parts");
+  ExpectRefused("[[" + deep + "]]\n", 1, "a.a.a", "a table header of more than 16 dotted parts");
+  ExpectRefused("[ a . b . " + Repeat("c", 20, " . ") + " ]\n", 1, "a . b . c",
+                "more than 16 dotted parts");
+  // After a UTF-8 byte order mark (which toml++ skips), a header is a header:
+  // its parts count towards the depth of the keys under it.
+  ExpectRefused("\xEF\xBB\xBF[[" + Repeat("a", 16) + "]]\n" + Repeat("b", 16) + " = 1\n", 2, "b.b",
+                "a key nested 33 levels deep");
+}
+
+TEST(ConfigNestingTest, RefusesDeepDottedKeysAnywhere) {
+  const std::string deep = Repeat("a", 35000);
+  ExpectRefused(kMinimal + deep + " = 1\n", 15, "a.a.a", "a key of more than 16 dotted parts");
+  ExpectRefused("[lb]\nx = { y = 1, " + deep + " = 2 }\n", 2, "a.a.a",
+                "a key of more than 16 dotted parts");
+  ExpectRefused("x = [ 1, { " + Repeat("\"q\"", 20) + " = 2 } ]\n", 1, "\"q\".\"q\"",
+                "a key of more than 16 dotted parts");
+  ExpectRefused("x = [ {a = 1},\n  {b = [ {" + Repeat("'q'", 17) + " = 2} ]} ]\n", 2, "'q'.'q'",
+                "a key of more than 16 dotted parts");
+}
+
+TEST(ConfigNestingTest, RefusesDeepNestingBuiltFromShorterParts) {
+  // Every part count within the limit, their sum not: [[16 parts]] is 17
+  // levels, and a 16-part key under it 33.
+  ExpectRefused("[[" + Repeat("a", 16) + "]]\n" + Repeat("b", 16) + " = 1\n", 2, "b.b.b",
+                "a key nested 33 levels deep");
+  ExpectRefused("x = " + std::string(40, '[') + std::string(40, ']') + "\n", 1, "x = [[[",
+                "an array nested 33 levels deep");
+  ExpectRefused("x = " + Repeat("{a = ", 40, "") + "1" + std::string(40, '}') + "\n", 1, "a",
+                "a key nested 33 levels deep");
+  ExpectRefused("x = " + Repeat("[{a = ", 20, "") + "1" + Repeat("}]", 20, "") + "\n", 1, "a = [{",
+                "an inline table nested 33 levels deep");
+  // At the limit, the parser gets the file (and refuses the unknown key).
+  ExpectRefused("[" + Repeat("a", 16) + "]\n" + Repeat("b", 16) + " = 1\n", 1, "a",
+                "unknown key");
+  ExpectRefused("x = " + std::string(31, '[') + std::string(31, ']') + "\n", 1, "x",
+                "unknown key");
+}
+
+TEST(ConfigNestingTest, DotsInsideStringsQuotedKeysAndCommentsDoNotCount) {
+  const std::string dots = Repeat("a", 40);  // 39 dots
+  // Comments, and strings of all four kinds holding dots, brackets, quotes and
+  // header-like lines, in places the schema accepts: the file is valid.
+  const std::string ok = "# [" + dots + "] " + dots + " = 1\n" + std::string(R"(
+[lb] # )") + dots + R"(
+ipv4 = "192.0.2.10" # [)" + dots + R"(]
+[[vip]]
+name = """web.)" + Repeat("x", 20) + R"("""
+address = '198.51.100.80'
+  [[vip.backend]]
+  name = '''b.)" + Repeat("y", 20) + R"('''
+  address = "10.1.0.1"
+)";
+  absl::StatusOr<Config> c = ParseConfig(ok, "test.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->vips.size(), 1u);
+  EXPECT_EQ(c->vips[0].name, "web." + Repeat("x", 20));
+  EXPECT_EQ(c->vips[0].backends[0].name, "b." + Repeat("y", 20));
+
+  // A quoted key holding dots is one part: the parser sees it, and refuses it
+  // as an unknown key (not as nesting).
+  ExpectRefused("[lb]\n\"" + dots + "\" = 1\n", 2, "lb." + dots, "unknown key");
+  ExpectRefused("[lb]\n'" + dots + "'.b = 1\n", 2, "lb." + dots, "unknown key");
+  ExpectRefused("[\"" + dots + "\".'" + dots + "']\n", 1, dots, "unknown key");
+  // Escaped quotes do not end a basic string.
+  ExpectRefused("[lb]\n\"x\\\"" + dots + "\\\\\" = 1\n", 2, "lb.x\"", "unknown key");
+}
+
+TEST(ConfigNestingTest, MultiLineStringsAreSkippedWhole) {
+  // Valid TOML (checked with Python's tomllib): strings of all four kinds
+  // spanning lines that look like deep headers and keys, with quotes inside
+  // (up to two before the closing delimiter), escaped quotes, a line-ending
+  // backslash, empty multi-line strings, a literal string ending in a
+  // backslash, and brackets inside strings of a multi-line array.
+  const std::string strings = R"toml([zz]
+a = """
+[a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a]
+" "" \""" a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a = 1 \
+x"""""
+b = '''
+a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a = "
+[[a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a]]'' '''
+c = """"""
+d = ''''''
+e = ["""
+]""", '''
+{''', # a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a
+  "a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a"]
+f = "a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a\"" # "a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a"
+g = 'a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a\'
+)toml";
+  // The parser gets the whole file: the only error is the unknown table.
+  ExpectRefused(strings, 1, "zz", "unknown key");
+  // The scan kept its place (and its line count) through the strings: a deep
+  // header right after them is still found, on line 17.
+  ExpectRefused(strings + "[" + Repeat("a", 20) + "]\n", 17, "a.a.a",
+                "a table header of more than 16 dotted parts");
+  // ... and so is a deep key on the same line as a closing delimiter.
+  ExpectRefused("x = [\"\"\"\n\"\"\", { " + Repeat("a", 20) + " = 1 }]\n", 2, "a.a",
+                "a key of more than 16 dotted parts");
+}
+
+TEST(ConfigNestingTest, RefusesOversizedFiles) {
+  std::string big(kMaxConfigBytes + 1, '\n');
+  absl::StatusOr<Config> c = ParseConfig(big, "test.toml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(std::string(c.status().message()).find("refuses config files over 16777216 bytes"),
+            std::string::npos) << c.status();
+  EXPECT_TRUE(ParseConfig(std::string(kMaxConfigBytes, '\n'), "test.toml").ok());
+
+  // LoadConfig refuses from the file's size, without reading it (sparse here).
+  char path[] = "/tmp/maglb_big_XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 1ll << 32), 0);
+  close(fd);
+  absl::StatusOr<Config> f = LoadConfig(path);
+  unlink(path);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(std::string(f.status().message()).find("4294967296 bytes: maglb refuses"),
+            std::string::npos) << f.status();
+}
+
+}  // namespace
+}  // namespace maglb
+
+namespace maglb {
+namespace {
+
+// `n` VIPs with one backend each; VIP i sets table_size on its line 5 when
+// `table_size` is given.
+std::string ManyVips(int n, const char* table_size = nullptr) {
+  std::string text;
+  for (int i = 0; i < n; ++i) {
+    text += "[[vip]]\nname = \"v" + std::to_string(i) + "\"\naddress = \"10.0." +
+            std::to_string(i / 256) + "." + std::to_string(i % 256) + "\"\nport = 80\n";
+    if (table_size != nullptr) text += std::string("table_size = ") + table_size + "\n";
+    text += "  [[vip.backend]]\n  name = \"a\"\n  address = \"10.1.0.1\"\n";
+  }
+  return text;
+}
+
+// Issue 8, point 4: every VIP could take 8 MiB of table with no total cap.
+TEST(ConfigTableMemoryTest, RefusesTablesOverTheTotalCapAtTheVipThatCrossesIt) {
+  // Default 1024 MiB: 128 tables of the largest size fit (8,388,602 bytes
+  // each), the 129th does not. Each VIP is 8 lines; VIP 128's table_size is
+  // on line 128 * 8 + 5.
+  EXPECT_TRUE(ParseConfig(ManyVips(128, "4194301"), "test.toml").ok());
+  ExpectRefused(ManyVips(129, "4194301"), 128 * 8 + 5, "vip[\"v128\"].table_size",
+                "brings the tables of the first 129 VIPs to 1032.0 MiB, over [lb] "
+                "max_table_memory_mb = 1024 (all 129 VIPs ask for 1032.0 MiB)");
+  // A lower cap, counted in default-size tables (65537 slots, 2 bytes over
+  // 128 KiB): 7 fit in 1 MiB. Without table_size the error points at the
+  // [[vip]] line (VIP i starts on line 3 + 7 i).
+  EXPECT_TRUE(ParseConfig("[lb]\nmax_table_memory_mb = 1\n" + ManyVips(7), "test.toml").ok());
+  ExpectRefused("[lb]\nmax_table_memory_mb = 1\n" + ManyVips(10), 3 + 7 * 7,
+                "vip[\"v7\"].table_size", "the first 8 VIPs to 1.0 MiB, over [lb] "
+                "max_table_memory_mb = 1 (all 10 VIPs ask for 1.3 MiB)");
+  ExpectRefused("[lb]\nmax_table_memory_mb = 0\n", 2, "lb.max_table_memory_mb",
+                "0 is out of range: must be from 1 to 1048576");
+}
+
+}  // namespace
+}  // namespace maglb

@@ -1,5 +1,6 @@
 #include "maglb/lb_state.h"
 
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -267,6 +268,170 @@ TEST(LbStateTest, RefusesWhatItCannotBuild) {
   auto t = BuildLbState(many, nullptr);
   ASSERT_FALSE(t.ok());
   EXPECT_THAT(std::string(t.status().message()), HasSubstr("at most 4096"));
+}
+
+// Issue 8, point 9: a reload that changed only ring_points kept the old
+// table, while a restarted instance built a new one.
+TEST(LbStateTest, RingPointsAloneRebuildTheTable) {
+  Config c = BaseConfig();
+  c.vips[0].algorithm = Algorithm::kRing;
+  c.vips[0].ring_points = 10;
+  auto s1 = Build(c);
+  c.vips[0].ring_points = 11;
+  auto s2 = Build(c, s1.get());
+  auto fresh = Build(c);
+  EXPECT_NE(s2->vips()[0].table.get(), s1->vips()[0].table.get());
+  EXPECT_EQ(s2->vips()[0].fingerprint(), fresh->vips()[0].fingerprint());
+  EXPECT_NE(s2->vips()[0].fingerprint(), s1->vips()[0].fingerprint());
+  EXPECT_EQ(s2->change().tables_built, 1u);
+  // ring_points means nothing to other schemes: their tables are kept.
+  EXPECT_EQ(s2->vips()[1].table.get(), s1->vips()[1].table.get());
+  Config m = BaseConfig();
+  auto m1 = Build(m);
+  m.vips[1].ring_points = 7;
+  auto m2 = Build(m, m1.get());
+  EXPECT_EQ(m2->vips()[1].table.get(), m1->vips()[1].table.get());
+}
+
+// Random valid configs and random changes to them, one field or several:
+// every field that can decide placement, and fields that cannot. Whatever
+// changed, the tables running after the reload must be the ones a fresh start
+// from the new config builds.
+class ReloadProperty {
+ public:
+  explicit ReloadProperty(uint32_t seed) : rng_(seed) {}
+
+  Config RandomConfig() {
+    Config c;
+    c.source = "random.toml";
+    c.lb.hash_seed = Pick(3);
+    const int vips = 1 + static_cast<int>(Pick(3));
+    for (int i = 0; i < vips; ++i) {
+      VipConfig v;
+      v.name = absl::StrCat("v", i);
+      v.address = Ip(absl::StrCat("198.51.100.", 1 + i));
+      v.port = 80;
+      v.algorithm = static_cast<Algorithm>(Pick(5));
+      v.table_size = kPrimes[Pick(std::size(kPrimes))];
+      v.ring_points = 1 + static_cast<uint32_t>(Pick(40));
+      const int n = 1 + static_cast<int>(Pick(5));
+      for (int b = 0; b < n; ++b) AddBackend(v);
+      Fix(v);
+      c.vips.push_back(std::move(v));
+    }
+    return c;
+  }
+
+  // Applies one random change; says which (for failure messages).
+  std::string Mutate(Config& c) {
+    VipConfig& v = c.vips[Pick(c.vips.size())];
+    std::string what;
+    switch (Pick(16)) {
+      // Fields that decide placement.
+      case 0: v.algorithm = static_cast<Algorithm>(Pick(5)); what = "algorithm"; break;
+      case 1: v.table_size = kPrimes[Pick(std::size(kPrimes))]; what = "table_size"; break;
+      case 2: v.ring_points = 1 + static_cast<uint32_t>(Pick(40)); what = "ring_points"; break;
+      case 3: v.backends[Pick(v.backends.size())].weight = static_cast<uint32_t>(Pick(4));
+              what = "weight"; break;
+      case 4: AddBackend(v); what = "backend added"; break;
+      case 5:
+        if (v.backends.size() > 1) v.backends.erase(v.backends.begin() + Pick(v.backends.size()));
+        what = "backend removed"; break;
+      case 6: v.backends[Pick(v.backends.size())].name = NewName(v); what = "backend renamed"; break;
+      // Fields that do not.
+      case 7: std::shuffle(v.backends.begin(), v.backends.end(), rng_); what = "order"; break;
+      case 8: v.allow_modulo = !v.allow_modulo; what = "allow_modulo"; break;
+      case 9:
+        v.bounded_load_epsilon = Pick(2) ? std::optional<double>(0.25) : std::nullopt;
+        what = "bounded_load_epsilon"; break;
+      case 10: c.lb.hash_seed = Pick(3); what = "hash_seed"; break;
+      case 11: v.port = static_cast<uint16_t>(Pick(3) * 80); what = "port"; break;
+      case 12: v.forwarding = static_cast<Forwarding>(Pick(3)); what = "forwarding"; break;
+      case 13: v.protocol = Pick(2) ? Protocol::kTcp : Protocol::kUdp; what = "protocol"; break;
+      case 14: v.backends[Pick(v.backends.size())].address = Ip(absl::StrCat("203.0.113.", 100 + Pick(50)));
+               what = "backend address"; break;
+      default: c.conntrack.capacity = 1024u << Pick(4); what = "conntrack"; break;
+    }
+    Fix(v);
+    return absl::StrCat(v.name, ".", what);
+  }
+
+ private:
+  static constexpr uint32_t kPrimes[] = {251, 257, 263, 269, 271};
+
+  uint64_t Pick(uint64_t n) { return std::uniform_int_distribution<uint64_t>(0, n - 1)(rng_); }
+
+  std::string NewName(const VipConfig& v) {
+    for (;;) {
+      std::string name = absl::StrCat("b", Pick(40));
+      bool taken = false;
+      for (const BackendConfig& b : v.backends) taken |= b.name == name;
+      if (!taken) return name;
+    }
+  }
+  void AddBackend(VipConfig& v) {
+    v.backends.push_back({NewName(v), Ip(absl::StrCat("203.0.113.", 1 + Pick(50))),
+                          static_cast<uint32_t>(Pick(4)), 0});
+  }
+  // What validation would insist on: modulo needs consent, jump equal
+  // weights, l2dsr (IPv4 VIPs here) IPv4 backends.
+  void Fix(VipConfig& v) {
+    if (v.algorithm == Algorithm::kModulo) v.allow_modulo = true;
+    if (v.algorithm == Algorithm::kJump) {
+      for (BackendConfig& b : v.backends) b.weight = b.weight > 0 ? 2 : 0;
+    }
+  }
+
+  std::mt19937_64 rng_;
+};
+
+// Both snapshots serve the same packets the same way: same fingerprint, and
+// slot by slot the same backend by name (through each snapshot's own index
+// order), which is also what BuildVipTable makes of the VIP.
+void ExpectSameTables(const LbState& reloaded, const LbState& fresh, const std::string& what) {
+  ASSERT_EQ(reloaded.vips().size(), fresh.vips().size()) << what;
+  for (size_t i = 0; i < fresh.vips().size(); ++i) {
+    const VipState& r = reloaded.vips()[i];
+    const VipState& f = fresh.vips()[i];
+    ASSERT_EQ(r.name, f.name);
+    EXPECT_EQ(r.fingerprint(), f.fingerprint()) << what << " (vip " << r.name << ")";
+    ASSERT_EQ(r.table->size(), f.table->size()) << what << " (vip " << r.name << ")";
+    absl::StatusOr<LookupTable> direct = BuildVipTable(fresh.config().vips[i]);
+    ASSERT_TRUE(direct.ok()) << direct.status();
+    ASSERT_EQ(direct->size(), f.table->size());
+    int mismatches = 0;
+    for (uint32_t s = 0; s < f.table->size(); ++s) {
+      const std::string& rn = r.backends[r.table->slot(s)].name;
+      const std::string& fn = f.backends[f.table->slot(s)].name;
+      mismatches += rn != fn || direct->backend_names()[direct->slot(s)] != fn;
+    }
+    EXPECT_EQ(mismatches, 0) << what << " (vip " << r.name << ")";
+  }
+}
+
+TEST(LbStateTest, AfterAnyReloadTheTablesAreThoseOfAFreshStart) {
+  ReloadProperty gen(20261201);
+  int rebuilt = 0, reused = 0;
+  for (int round = 0; round < 300; ++round) {
+    Config before = gen.RandomConfig();
+    auto running = Build(before);
+    ASSERT_NE(running, nullptr);
+    // Round r changes 1 + r % 3 fields, then reloads.
+    Config after = before;
+    std::string what;
+    for (int k = 0; k <= round % 3; ++k) what += (k ? ", " : "") + gen.Mutate(after);
+    auto reloaded = Build(after, running.get());
+    auto fresh = Build(after);
+    ASSERT_NE(reloaded, nullptr) << what;
+    ASSERT_NE(fresh, nullptr) << what;
+    ExpectSameTables(*reloaded, *fresh, absl::StrCat("round ", round, ": ", what));
+    rebuilt += reloaded->change().tables_built;
+    reused += reloaded->change().tables_reused;
+    if (HasFailure()) return;
+  }
+  // Both paths ran many times.
+  EXPECT_GT(rebuilt, 100);
+  EXPECT_GT(reused, 100);
 }
 
 }  // namespace
