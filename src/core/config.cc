@@ -645,8 +645,8 @@ absl::Status CheckTomlNesting(std::string_view text, const std::string& source) 
   size_t first_dot = 0;  // of the key being read, when parts > 1
   auto refuse_count = [&](size_t end, std::string what) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%s:%d: %s: %s; the TOML parser searches these linearly, so that more could take it "
-        "minutes; the file was refused",
+        "%s:%d: %s: %s; beyond that, the TOML parser's time grows with the square of the file "
+        "(minutes under the size cap), so the file was refused before parsing",
         source, key_line, KeyExcerpt(text, key_begin, end), what));
   };
   // Charges a table header, or a dotted key (parts > 1), that ends at `end`.
@@ -676,21 +676,24 @@ absl::Status CheckTomlNesting(std::string_view text, const std::string& source) 
       if (header_parts > kMaxConfigHeaderParts) {
         return refuse_count(end, absl::StrFormat(
             "table headers of more than %d dotted parts in all ([[vip]] counts 1, "
-            "[[vip.backend]] 2), more than %d VIPs with %d backends and %d other headers need",
+            "[[vip.backend]] 2), more than %d VIPs with %d backends and %d other headers need, "
+            "while the parser searches the arrays of tables once per part",
             kMaxConfigHeaderParts, kMaxVips, kMaxBackendsTotal,
             kMaxConfigHeaderParts - kMaxVips - 2 * kMaxBackendsTotal));
       }
       if (table_arrays > kMaxConfigTableArrays) {
         return refuse_count(end, absl::StrFormat(
             "more than %d arrays of tables ([[vip]], [[neighbor]], and one list of "
-            "[[vip.backend]] per VIP): the data plane takes at most %d VIPs",
+            "[[vip.backend]] per VIP): the data plane takes at most %d VIPs, while the parser "
+            "searches them once per header",
             kMaxConfigTableArrays, kMaxVips));
       }
     }
     if (implicit_tables > kMaxConfigImplicitTables) {
       return refuse_count(end, absl::StrFormat(
           "more than %d tables created by dotted keys or by the inner parts of table headers "
-          "(maglb's schema needs one at most per dotted key such as lb.ipv4 = ...)",
+          "(maglb's schema needs none; a dotted key such as lb.ipv4 = ... makes one), while the "
+          "parser searches them once per dotted key",
           kMaxConfigImplicitTables));
     }
     return absl::OkStatus();
