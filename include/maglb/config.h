@@ -63,6 +63,18 @@ inline constexpr int kMaxConfigKeyParts = 16;
 /// parts (+1 for [[array]]), each key's parts, and each enclosing [ ] or { }.
 /// maglb's own schema needs 4.
 inline constexpr int kMaxConfigNesting = 32;
+/// toml++ 3.3 looks up arrays of tables, and tables created implicitly, by a
+/// linear search of all such so far, once per part of each table header or
+/// dotted key: unbounded, parsing is quadratic in the file (tens of seconds at
+/// 16 MiB). These bound it to a fraction of a second at any size, and are what
+/// maglb's schema can use: arrays of tables are [[vip]], [[neighbor]] and one
+/// [[vip.backend]] list per VIP (kMaxVips = 4096 VIPs); header parts are 1 per
+/// [[vip]], 2 per [[vip.backend]] (kMaxBackendsTotal = 65536 backends), and
+/// 16384 for [[neighbor]] and the rest; implicit tables come only from dotted
+/// keys (lb.ipv4 = ...) and from the inner parts of [a.b.c] headers.
+inline constexpr int kMaxConfigTableArrays = 4096 + 64;
+inline constexpr int kMaxConfigHeaderParts = 4096 + 2 * 65536 + 16384;
+inline constexpr int kMaxConfigImplicitTables = 256;
 
 struct BackendConfig {
   std::string name;
@@ -169,7 +181,8 @@ struct Config {
 /// Parses and validates TOML text. `source` names it in errors, which read
 /// "SOURCE:LINE: KEY: what is wrong". Unknown keys are errors (a typo must not
 /// silently fall back to a default). Text over kMaxConfigBytes, or nested past
-/// kMaxConfigKeyParts / kMaxConfigNesting, is refused before it is parsed.
+/// kMaxConfigKeyParts / kMaxConfigNesting, or over the counts above, is
+/// refused before it is parsed.
 absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view source);
 
 /// Reads and parses a file.

@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "maglb/bounded_load.h"
 #include "maglb/hashing.h"
+#include "maglb/lb_state.h"
 #include "maglb/prime.h"
 
 namespace maglb {
@@ -571,6 +572,12 @@ size_t SkipTomlString(std::string_view text, size_t i, int* line) {
   return text.size();
 }
 
+std::string_view TrimBlanks(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
 // "a.b.c" as written, shortened for a message.
 std::string KeyExcerpt(std::string_view text, size_t begin, size_t end) {
   std::string_view key = text.substr(begin, end - begin);
@@ -582,6 +589,10 @@ std::string KeyExcerpt(std::string_view text, size_t begin, size_t end) {
   if (key.size() > kMax) out += "...";
   return out;
 }
+
+static_assert(kMaxConfigTableArrays >= kMaxVips + 2, "[[vip]], [[neighbor]], a backend list per VIP");
+static_assert(kMaxConfigHeaderParts >= kMaxVips + 2 * kMaxBackendsTotal + 4096,
+              "the largest config the data plane takes must pass");
 
 absl::Status CheckTomlNesting(std::string_view text, const std::string& source) {
   enum class Mode { kLineStart, kKey, kValue, kTrailing };
@@ -615,6 +626,78 @@ absl::Status CheckTomlNesting(std::string_view text, const std::string& source) 
     key_begin = begin;
   };
   auto inner_depth = [&]() { return stack.empty() ? header_depth : stack.back().depth; };
+
+  // toml++ 3.3 finds an existing array of tables, implicit table or
+  // dotted-key table by a linear search of every one created so far
+  // (parser.inl: table_arrays, implicit_tables, dotted_key_tables), at most
+  // once per part of a table header or dotted key. Unbounded, that is
+  // quadratic in the file: 4 MiB of [[vip]] / [[vip.backend]] took 2 s, 16 MiB
+  // tens of seconds. Bounding what the lists may hold (by what maglb's schema
+  // can use) and the header parts that search them bounds the parse at
+  // kMaxConfigHeaderParts x (kMaxConfigTableArrays + kMaxConfigImplicitTables)
+  // comparisons, plus time linear in the file. The counts over-estimate, never
+  // under-estimate, what the parser creates: a key is taken as existing only
+  // when written exactly as before (quoting or spaces aside, it is the same).
+  int header_parts = 0, table_arrays = 0, implicit_tables = 0;
+  absl::flat_hash_set<std::string_view> root_names;  // first parts of the headers so far
+  std::string_view last_header;
+  bool last_header_array = false;
+  size_t first_dot = 0;  // of the key being read, when parts > 1
+  auto refuse_count = [&](size_t end, std::string what) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s:%d: %s: %s; beyond that, the TOML parser's time grows with the square of the file "
+        "(minutes under the size cap), so the file was refused before parsing",
+        source, key_line, KeyExcerpt(text, key_begin, end), what));
+  };
+  // Charges a table header, or a dotted key (parts > 1), that ends at `end`.
+  auto count_key = [&](size_t end) -> absl::Status {
+    if (!header) {
+      implicit_tables += parts - 1;  // each part but the last may create a table
+    } else {
+      const std::string_view path =
+          TrimBlanks(text.substr(key_begin, end - key_begin));
+      const std::string_view first =
+          parts > 1 ? TrimBlanks(text.substr(key_begin, first_dot - key_begin))
+                    : path;
+      const bool first_exists = root_names.contains(first);
+      // The parts between the first and the last may each create a table.
+      if (parts > 1) implicit_tables += parts - 1 - (first_exists ? 1 : 0);
+      // [[a]] adds an element to an existing array a; [[a.b]] does too when
+      // the header before was the same: nothing since could change what "a"
+      // leads to. Otherwise take it as a new array.
+      if (array_header &&
+          (parts == 1 ? !first_exists : !(last_header_array && last_header == path))) {
+        ++table_arrays;
+      }
+      root_names.insert(first);
+      last_header = path;
+      last_header_array = array_header;
+      header_parts += parts;
+      if (header_parts > kMaxConfigHeaderParts) {
+        return refuse_count(end, absl::StrFormat(
+            "table headers of more than %d dotted parts in all ([[vip]] counts 1, "
+            "[[vip.backend]] 2), more than %d VIPs with %d backends and %d other headers need, "
+            "while the parser searches the arrays of tables once per part",
+            kMaxConfigHeaderParts, kMaxVips, kMaxBackendsTotal,
+            kMaxConfigHeaderParts - kMaxVips - 2 * kMaxBackendsTotal));
+      }
+      if (table_arrays > kMaxConfigTableArrays) {
+        return refuse_count(end, absl::StrFormat(
+            "more than %d arrays of tables ([[vip]], [[neighbor]], and one list of "
+            "[[vip.backend]] per VIP): the data plane takes at most %d VIPs, while the parser "
+            "searches them once per header",
+            kMaxConfigTableArrays, kMaxVips));
+      }
+    }
+    if (implicit_tables > kMaxConfigImplicitTables) {
+      return refuse_count(end, absl::StrFormat(
+          "more than %d tables created by dotted keys or by the inner parts of table headers "
+          "(maglb's schema needs none; a dotted key such as lb.ipv4 = ... makes one), while the "
+          "parser searches them once per dotted key",
+          kMaxConfigImplicitTables));
+    }
+    return absl::OkStatus();
+  };
 
   // The parser skips a UTF-8 byte order mark; so must the scan, or a header
   // right after it would read as a key.
@@ -652,7 +735,8 @@ absl::Status CheckTomlNesting(std::string_view text, const std::string& source) 
         continue;  // the same character, read as part of the key
       case Mode::kKey:
         if (c == '.') {
-          if (++parts > kMaxConfigKeyParts) {
+          if (++parts == 2) first_dot = i;
+          if (parts > kMaxConfigKeyParts) {
             return absl::InvalidArgumentError(absl::StrFormat(
                 "%s:%d: %s: %s of more than %d dotted parts (maglb's own have at most 2, as in "
                 "[[vip.backend]]); deeper nesting could exhaust the TOML parser's stack, so the "
@@ -663,12 +747,14 @@ absl::Status CheckTomlNesting(std::string_view text, const std::string& source) 
         } else if (c == '=' && !header) {
           value_depth = inner_depth() + parts;
           if (value_depth > kMaxConfigNesting) return nested_too_deep(i, value_depth, "a key");
+          if (parts > 1) MAGLB_RETURN_IF_ERROR(count_key(i));
           mode = Mode::kValue;
         } else if (c == ']' && header) {
           header_depth = parts + (array_header ? 1 : 0);
           if (header_depth > kMaxConfigNesting) {
             return nested_too_deep(i, header_depth, "a table header");
           }
+          MAGLB_RETURN_IF_ERROR(count_key(i));
           if (array_header && i + 1 < text.size() && text[i + 1] == ']') ++i;
           mode = Mode::kTrailing;
         } else if (c == '}' && !stack.empty() && stack.back().open == '{') {

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "absl/strings/str_format.h"
+#include "maglb/lb_state.h"
 #include "maglb/table_builder.h"
 
 namespace maglb {
@@ -382,6 +384,96 @@ TEST(ConfigNestingTest, RefusesOversizedFiles) {
   ASSERT_FALSE(f.ok());
   EXPECT_NE(std::string(f.status().message()).find("4294967296 bytes: maglb refuses"),
             std::string::npos) << f.status();
+}
+
+// Issue 8, point 4: toml++ 3.3 finds arrays of tables, implicit tables and
+// dotted-key tables by a linear search of every one so far, so these shapes
+// parsed in time quadratic in the file (4 MiB of the first: 2 s; 16 MiB: tens
+// of seconds). The pre-scan bounds what the parser would have to search.
+std::string Times(const std::string& unit, int n) {
+  std::string out;
+  out.reserve(unit.size() * n);
+  for (int i = 0; i < n; ++i) out += unit;
+  return out;
+}
+
+TEST(ConfigSearchBoundTest, RefusesMoreArraysOfTablesThanTheDataPlaneTakes) {
+  // [[vip]] is one array; each VIP's [[vip.backend]] list is one more. The
+  // 4159th VIP's list is the 4161st array: unit 4159 (from 0), its line 2.
+  ExpectRefused(Times("[[vip]]\n[[vip.backend]]\n[[vip.backend]]\n", kMaxConfigTableArrays),
+                3 * 4159 + 2, "vip.backend", "more than 4160 arrays of tables");
+  // Spelling a key another way does not hide a new array: each header whose
+  // path is not the previous header's counts as one (an over-estimate here:
+  // 2 a VIP, refused at the 2080th).
+  ExpectRefused(Times("[[\"vip\"]]\n[[ \"vip\".backend ]]\n[['vip' . backend]]\n", 2100),
+                3 * 2079 + 3, "'vip' . backend", "more than 4160 arrays of tables");
+  // Distinct top-level arrays count one each.
+  std::string distinct;
+  for (int i = 0; i <= kMaxConfigTableArrays; ++i) distinct += "[[a" + std::to_string(i) + "]]\n";
+  ExpectRefused(distinct, kMaxConfigTableArrays + 1, "a4160", "more than 4160 arrays of tables");
+  // The same array repeated adds elements, not arrays: refused by the schema.
+  ExpectRefused(Times("[[neighbor]]\n", kMaxConfigTableArrays + 10), 1, "neighbor[0]",
+                "address");
+}
+
+TEST(ConfigSearchBoundTest, RefusesTooManyImplicitTables) {
+  // [tN] holding x.y and x.z: each dotted key may create a table (x), and
+  // x.z searched every such table so far. Key 257 is unit 128's x.y.
+  std::string dotted;
+  for (int i = 0; i < 200; ++i) dotted += "[t" + std::to_string(i) + "]\nx.y = 1\nx.z = 1\n";
+  ExpectRefused(dotted, 3 * 128 + 2, "x.y", "more than 256 tables created by dotted keys");
+  // The same inside inline tables, on one line.
+  ExpectRefused("a = [" + Times("{x.y=1, x.z=1},", 200) + "]\n", 1, "x.y",
+                "more than 256 tables created by dotted keys");
+  // [aN.b] creates the implicit table aN (a later [aN] searched them all).
+  std::string implicit;
+  for (int i = 0; i < 300; ++i) implicit += "[a" + std::to_string(i) + ".b]\n";
+  ExpectRefused(implicit, 257, "a256.b", "more than 256 tables created by dotted keys");
+  // [[vip.backend]] under an existing vip creates none (the schema's own).
+  ExpectRefused(Times("[[vip]]\n[[vip.backend]]\n", 300), 1, "vip[0]", "name");
+}
+
+TEST(ConfigSearchBoundTest, RefusesTooManyHeaderParts) {
+  // One array, repeated past what the schema's largest file needs: each
+  // header searched every array of tables so far.
+  ExpectRefused(Times("[[n]]\n", kMaxConfigHeaderParts + 1), kMaxConfigHeaderParts + 1, "n",
+                "table headers of more than 151552 dotted parts in all");
+  ExpectRefused(Times("[[n.m]]\n", kMaxConfigHeaderParts / 2 + 1), kMaxConfigHeaderParts / 2 + 1,
+                "n.m", "table headers of more than 151552 dotted parts in all");
+}
+
+// The largest config the data plane takes (kMaxVips VIPs, kMaxBackendsTotal
+// backends) passes the bounds, however its backends are spread.
+std::string LargestConfig(bool skewed) {
+  std::string text = "[lb]\nipv4 = \"192.0.2.10\"\n[conntrack]\ncapacity = 1024\n";
+  for (int i = 0; i < 64; ++i) {
+    text += "[[neighbor]]\naddress = \"192.0.2." + std::to_string(100 + i) +
+            "\"\nmac = \"02:00:00:00:00:" + (i < 16 ? "0" : "") + absl::StrFormat("%x", i) + "\"\n";
+  }
+  int backend = 0;
+  for (uint32_t v = 0; v < kMaxVips; ++v) {
+    const int n = skewed ? (v + 1 < kMaxVips ? 1 : kMaxBackendsTotal - (kMaxVips - 1))
+                         : kMaxBackendsTotal / kMaxVips;
+    text += absl::StrFormat("[[vip]]\nname = \"v%d\"\naddress = \"10.%d.%d.1\"\ntable_size = %d\n",
+                            v, v >> 8, v & 255, n > 251 ? 131071 : 251);
+    for (int b = 0; b < n; ++b, ++backend) {
+      text += absl::StrFormat("  [[vip.backend]]\n  name = \"b%d\"\n  address = \"172.%d.%d.%d\"\n",
+                              b, 16 + (backend >> 16), (backend >> 8) & 255, backend & 255);
+    }
+  }
+  return text;
+}
+
+TEST(ConfigSearchBoundTest, AcceptsTheLargestConfigTheDataPlaneTakes) {
+  for (bool skewed : {false, true}) {
+    absl::StatusOr<Config> c = ParseConfig(LargestConfig(skewed), "test.toml");
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_EQ(c->vips.size(), kMaxVips);
+    size_t backends = 0;
+    for (const VipConfig& v : c->vips) backends += v.backends.size();
+    EXPECT_EQ(backends, kMaxBackendsTotal);
+    EXPECT_EQ(c->neighbors.size(), 64u);
+  }
 }
 
 }  // namespace
