@@ -455,6 +455,39 @@ TEST(NeighborTable, ReloadKeepsWhatItLearnedOfAddressesThatStay) {
   EXPECT_EQ(See(t, ArpReply("10.0.0.1", kGwMac), 3 * kMs).ignored, NeighborIgnore::kNotAsked);
 }
 
+// What ARP cannot tell apart, pinned down: a forger alone on a next hop whose
+// owner is silent (down) for a whole window is taken at the next request,
+// like a failover; when the owner answers again, every request is a
+// conflict and the MAC the LB holds (the forger's) stays: only an operator
+// ([[neighbor]]) can settle that, and the conflict counter and log show it.
+// A third MAC answering after a change does not undo it.
+TEST(NeighborTable, ForgerAloneAfterTheOwnerWentSilent) {
+  NeighborTable t = Table(0, /*answer=*/true);
+  const uint64_t t0 = 40 * kSecond;
+  ASSERT_EQ(t.DueRequests(t0).size(), 2u);
+  See(t, Advert("fd00::1", kGwMac), t0 + kMs);
+  EXPECT_EQ(See(t, ArpReply("10.0.0.1", kOtherMac), t0 + kMs).ignored, NeighborIgnore::kUnconfirmed);
+  const uint64_t t1 = t0 + kNeighborAnswerWindowNs;
+  ASSERT_EQ(t.DueRequests(t1).size(), 1u);
+  EXPECT_TRUE(See(t, ArpReply("10.0.0.1", kOtherMac), t1 + kMs).changed);
+  NeighborOutcome o = See(t, ArpReply("10.0.0.1", kThirdMac), t1 + 2 * kMs);
+  EXPECT_EQ(o.ignored, NeighborIgnore::kConflict);
+  EXPECT_FALSE(o.changed);
+  EXPECT_EQ(t.Lookup(Ip("10.0.0.1")), kOtherMac);
+  // The owner is back and answers the next requests, after the forger.
+  uint64_t now = t1 + kNeighborRefreshNs + kSecond;
+  for (int i = 0; i < 5; ++i, now += kNeighborAnswerWindowNs) {
+    See(t, ArpReply("10.0.0.1", kGwMac), now);  // unsolicited (a gratuitous ARP): the LB asks
+    for (const IpAddress& a : t.DueRequests(now)) {
+      if (a != Ip("10.0.0.1")) continue;
+      See(t, ArpReply("10.0.0.1", kOtherMac), now + kMs);
+      See(t, ArpReply("10.0.0.1", kGwMac), now + 2 * kMs);
+    }
+    EXPECT_EQ(t.Lookup(Ip("10.0.0.1")), kOtherMac);
+  }
+  EXPECT_EQ(Count(t, NeighborIgnore::kConflict), 6u);
+}
+
 // The attacker's review: a forger on the segment must not take over a known
 // next hop. (1) One forged reply changes nothing by itself. (2) A forger that
 // answers every request before the gateway, while the gateway answers too,
