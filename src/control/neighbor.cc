@@ -52,7 +52,6 @@ constexpr std::string_view kIgnoreWhy[] = {
 #undef MAGLB_NEIGHBOR_IGNORE_WHY
 };
 static_assert(std::size(kIgnoreNames) == kNumNeighborIgnores);
-static_assert(kNeighborMinChangeNs == 10'000'000'000, "kRateLimited's text names the interval");
 
 constexpr uint8_t kNaSolicited = 0x40;  // RFC 4861 4.4 flags byte
 constexpr uint8_t kNaOverride = 0x20;
@@ -98,7 +97,7 @@ void NeighborTable::SetConfig(const Config& config) {
 }
 
 NeighborOutcome NeighborTable::Ignore(const NeighborClaim& claim, NeighborIgnore why,
-                                      uint64_t now_ns) {
+                                      uint64_t now_ns, std::string_view detail) {
   const size_t i = static_cast<size_t>(why);
   ++ignored_[i];
   NeighborOutcome out;
@@ -107,7 +106,7 @@ NeighborOutcome NeighborTable::Ignore(const NeighborClaim& claim, NeighborIgnore
     ++unlogged_[i];
     return out;
   }
-  const bool unasked = why == NeighborIgnore::kNotAsked || why == NeighborIgnore::kRateLimited;
+  const bool unasked = why == NeighborIgnore::kNotAsked || why == NeighborIgnore::kUnsolicited;
   const char* what = !claim.is_nd       ? (unasked ? "unsolicited ARP reply" : "ARP reply")
                      : claim.solicited ? "neighbour advertisement (S set)"
                                        : "unsolicited neighbour advertisement";
@@ -115,13 +114,37 @@ NeighborOutcome NeighborTable::Ignore(const NeighborClaim& claim, NeighborIgnore
       "neighbor %s: ignored %s from %s%s: %s (neighbor_ignored_%s)%s", claim.address.ToString(),
       what, claim.eth_source.ToString(),
       claim.mac != claim.eth_source ? absl::StrFormat(" claiming %s", claim.mac.ToString()) : "",
-      kIgnoreWhy[i], kIgnoreNames[i],
+      detail.empty() ? kIgnoreWhy[i] : detail, kIgnoreNames[i],
       unlogged_[i] != 0 ? absl::StrFormat("; %u more since the last line of this kind",
                                           unlogged_[i])
                         : "");
   logged_once_[i] = true;
   last_log_ns_[i] = now_ns;
   unlogged_[i] = 0;
+  return out;
+}
+
+NeighborOutcome NeighborTable::Conflict(const NeighborClaim& claim, Entry& e,
+                                        const MacAddress& other, uint64_t now_ns) {
+  // Two hosts answer for one address: at least one lies, and the LB cannot
+  // tell which; the MAC it had before this request is the safer bet (a
+  // forger must not win by answering faster). An unresolved address keeps
+  // its first answer: there is nothing older. A change made by this request
+  // is undone when the MAC it replaced answers too; a third MAC does not
+  // undo it (it answered neither of the two requests alone).
+  bool reverted = false;
+  if (e.changed_by_last && e.previous == claim.mac) {
+    e.mac = e.previous;
+    e.changed_by_last = false;
+    reverted = true;
+  }
+  if (claim.mac == *e.mac) e.learned_ns = now_ns;  // the kept MAC answered: confirmed
+  e.conflict = true;
+  e.candidate.reset();
+  NeighborOutcome out = Ignore(
+      claim, NeighborIgnore::kConflict, now_ns,
+      absl::StrFormat("%s answered the same request; kept %s", other.ToString(), e.mac->ToString()));
+  out.changed = reverted;
   return out;
 }
 
@@ -142,52 +165,71 @@ NeighborOutcome NeighborTable::Observe(const NeighborClaim& claim, uint64_t now_
   auto it = entries_.find(claim.address);
   if (it == entries_.end()) return Ignore(claim, NeighborIgnore::kNotAsked, now_ns);
   Entry& e = it->second;
-  // An answer: we asked recently and have had no answer since; for ND, only
-  // an advertisement that says it answers a solicitation (S set, RFC 4861
+  // An answer: within the window of the LB's last request; for ND, only an
+  // advertisement that says it answers a solicitation (S set, RFC 4861
   // 7.2.4) -- stricter than 7.2.5, which lets an unsolicited one fill an
   // INCOMPLETE entry: the real neighbour answers our solicitation anyway.
-  const bool answer = e.pending && now_ns - e.asked_ns < kNeighborAnswerWindowNs &&
+  // The window stays open after the first answer, so that a second host
+  // answering the same request shows up as a conflict.
+  const bool answer = e.asked && now_ns - e.asked_ns < kNeighborAnswerWindowNs &&
                       (!claim.is_nd || claim.solicited);
   NeighborOutcome out;
   if (!e.mac) {
     if (!answer) return Ignore(claim, NeighborIgnore::kNotAsked, now_ns);
     e.mac = claim.mac;  // RFC 4861 7.2.5: the O flag does not matter for an INCOMPLETE entry
     e.learned_ns = now_ns;
-    e.pending = false;
+    e.first_answer = claim.mac;
     e.recheck = false;
     out.changed = true;
     return out;
   }
-  if (*e.mac == claim.mac) {  // a confirmation
-    if (answer) {
-      e.learned_ns = now_ns;
-      e.pending = false;
-      e.recheck = false;
-    }
-    return out;
-  }
-  // The MAC differs from the known one. RFC 4861 7.2.5: without the O flag an
-  // advertisement does not replace a known link-layer address (the entry goes
-  // STALE and gets probed: here, asked again).
-  if (!claim.override_flag) {
+  // RFC 4861 7.2.5: without the O flag an advertisement does not replace a
+  // known link-layer address (the entry goes STALE and gets probed: here,
+  // asked again).
+  if (*e.mac != claim.mac && !claim.override_flag) {
     e.recheck = true;
     return Ignore(claim, NeighborIgnore::kNoOverride, now_ns);
   }
   if (!answer) {
-    // Unsolicited change of a known neighbour: at most one per
-    // kNeighborMinChangeNs, and the LB asks again to confirm it either way.
+    if (*e.mac == claim.mac) return out;  // harmless
+    // One frame never moves a known next hop: the LB asks, and the answers
+    // decide (below).
     e.recheck = true;
-    if (now_ns - e.learned_ns < kNeighborMinChangeNs) {
-      return Ignore(claim, NeighborIgnore::kRateLimited, now_ns);
-    }
-  } else {
-    e.pending = false;
-    e.recheck = false;
+    return Ignore(claim, NeighborIgnore::kUnsolicited, now_ns);
   }
-  e.mac = claim.mac;
-  e.learned_ns = now_ns;
-  out.changed = true;
-  return out;
+  if (e.conflict && *e.mac == claim.mac) {  // the window already had two MACs: the kept one again
+    e.learned_ns = now_ns;
+    return out;
+  }
+  if (e.first_answer && *e.first_answer != claim.mac) {
+    return Conflict(claim, e, *e.first_answer, now_ns);
+  }
+  if (e.conflict) return Conflict(claim, e, *e.mac, now_ns);
+  e.first_answer = claim.mac;
+  if (*e.mac == claim.mac) {  // a confirmation
+    e.learned_ns = now_ns;
+    e.recheck = false;
+    e.candidate.reset();  // the known MAC answers again
+    return out;
+  }
+  // Another MAC answers alone. Taken only if it already answered the
+  // previous request's whole window alone (a host that changed its MAC, e.g.
+  // a VRRP failover); otherwise remembered, and the LB asks again once this
+  // window has closed.
+  if (e.candidate == claim.mac && e.candidate_asked_ns != e.asked_ns) {
+    e.previous = e.mac;
+    e.mac = claim.mac;
+    e.learned_ns = now_ns;
+    e.changed_by_last = true;
+    e.candidate.reset();
+    e.recheck = false;
+    out.changed = true;
+    return out;
+  }
+  e.candidate = claim.mac;
+  e.candidate_asked_ns = e.asked_ns;
+  e.recheck = true;
+  return Ignore(claim, NeighborIgnore::kUnconfirmed, now_ns);
 }
 
 std::optional<MacAddress> NeighborTable::Lookup(const IpAddress& address) const {
@@ -199,14 +241,22 @@ std::optional<MacAddress> NeighborTable::Lookup(const IpAddress& address) const 
 std::vector<IpAddress> NeighborTable::DueRequests(uint64_t now_ns) {
   std::vector<IpAddress> due;
   for (auto& [address, e] : entries_) {
-    bool unresolved_due = !e.mac && (!e.asked || now_ns - e.asked_ns >= kNeighborRetryNs);
-    bool refresh_due = e.mac && (e.recheck || now_ns - e.learned_ns >= kNeighborRefreshNs) &&
-                       now_ns - e.asked_ns >= kNeighborRetryNs;
+    const bool unresolved_due = !e.mac && (!e.asked || now_ns - e.asked_ns >= kNeighborRetryNs);
+    // A candidate's confirming request waits for the window that proposed it
+    // to close, so that a late answer from the known MAC still counts there.
+    const uint64_t gap = e.candidate ? kNeighborAnswerWindowNs : kNeighborRetryNs;
+    const bool refresh_due = e.mac && (e.recheck || now_ns - e.learned_ns >= kNeighborRefreshNs) &&
+                             now_ns - e.asked_ns >= gap;
     if (unresolved_due || refresh_due) {
+      // A candidate from before the last request that did not answer it is stale.
+      if (e.candidate && e.candidate_asked_ns != e.asked_ns) e.candidate.reset();
       e.asked = true;
-      e.pending = true;
       e.recheck = false;
       e.asked_ns = now_ns;
+      e.first_answer.reset();
+      e.conflict = false;
+      e.changed_by_last = false;
+      e.previous.reset();
       due.push_back(address);
     }
   }

@@ -29,15 +29,16 @@ inline constexpr uint64_t kNeighborRetryNs = 1'000'000'000;
 inline constexpr uint64_t kNeighborRefreshNs = 30'000'000'000;
 
 // What is learned (see NeighborTable::Observe): an answer to a request the LB
-// sent less than kNeighborAnswerWindowNs ago, or an unsolicited change of an
-// already-known neighbour's MAC at most once per kNeighborMinChangeNs (counted
-// from the last time its MAC was set or confirmed), so that a forger cannot
-// flap a next hop at will; a refused or accepted unsolicited change makes the
-// LB ask again at once (within kNeighborRetryNs), so the true owner's answer
-// settles it. Never a multicast, broadcast or zero MAC; never an address with
-// a static [[neighbor]] entry.
+// sent less than kNeighborAnswerWindowNs ago. An unresolved address takes the
+// first answer. A known MAC is never replaced by one frame: an unsolicited
+// claim of another MAC only makes the LB ask (at most once per
+// kNeighborRetryNs), and a different MAC in the answers is taken only when it
+// answered one request's whole window alone and then answers the next request
+// (sent when that window closes); a window in which two MACs answer keeps the
+// old one (a forger racing the real host: counted as a conflict). Never a
+// multicast, broadcast or zero MAC; never an address with a static
+// [[neighbor]] entry.
 inline constexpr uint64_t kNeighborAnswerWindowNs = 3'000'000'000;
-inline constexpr uint64_t kNeighborMinChangeNs = 10'000'000'000;
 /// Ignored frames are logged at most once per reason per this interval.
 inline constexpr uint64_t kNeighborLogIntervalNs = 10'000'000'000;
 
@@ -46,7 +47,9 @@ inline constexpr uint64_t kNeighborLogIntervalNs = 10'000'000'000;
 #define MAGLB_FOREACH_NEIGHBOR_IGNORE(X)                                                    \
   X(kNotAsked, "not_asked", "not asked for")                                               \
   X(kStatic, "static", "the address has a static [[neighbor]] entry")                      \
-  X(kRateLimited, "rate_limited", "its MAC was set or confirmed less than 10 s ago")        \
+  X(kUnsolicited, "unsolicited", "differs from the known MAC: the LB asks to verify it")       \
+  X(kUnconfirmed, "unconfirmed", "differs from the known MAC: taken if the next request's answers agree") \
+  X(kConflict, "conflict", "two MACs answered one request: the known one is kept")          \
   X(kNoOverride, "no_override", "override flag clear and the MAC differs from the known one") \
   X(kBadMac, "bad_mac", "multicast, broadcast or zero MAC")                                 \
   X(kMacMismatch, "mac_mismatch", "the Ethernet source differs from the advertised MAC")    \
@@ -133,12 +136,25 @@ class NeighborTable {
   struct Entry {
     std::optional<MacAddress> mac;
     uint64_t learned_ns = 0;  // MAC set, or confirmed by an answer
-    uint64_t asked_ns = 0;
+    uint64_t asked_ns = 0;    // the last request; its answer window starts here
     bool asked = false;
-    bool pending = false;  // asked at asked_ns, not answered yet
-    bool recheck = false;  // an unsolicited claim disputes the MAC: ask again
+    bool recheck = false;  // a claim disputes the MAC: ask again
+    // The answers to the last request (within its window).
+    std::optional<MacAddress> first_answer;
+    bool conflict = false;  // two MACs answered it
+    // A MAC other than `mac` that answered the request at candidate_asked_ns
+    // alone; taken if it answers the next one too.
+    std::optional<MacAddress> candidate;
+    uint64_t candidate_asked_ns = 0;
+    // Set when an answer to the last request changed `mac` (from `previous`):
+    // a conflicting answer in the same window puts `previous` back.
+    bool changed_by_last = false;
+    std::optional<MacAddress> previous;
   };
-  NeighborOutcome Ignore(const NeighborClaim& claim, NeighborIgnore why, uint64_t now_ns);
+  NeighborOutcome Ignore(const NeighborClaim& claim, NeighborIgnore why, uint64_t now_ns,
+                         std::string_view detail = {});
+  NeighborOutcome Conflict(const NeighborClaim& claim, Entry& e, const MacAddress& other,
+                           uint64_t now_ns);
 
   std::map<IpAddress, Entry, IpAddressLess> entries_;
   std::set<IpAddress, IpAddressLess> static_;
