@@ -84,10 +84,34 @@ Conntrack::Conntrack(const ConntrackConfig& config, const ConntrackKey& key)
     uint64_t t = (ns + (uint64_t{1} << kTickShift) - 1) >> kTickShift;
     return static_cast<uint32_t>(std::clamp<uint64_t>(t, 1, kMaxDeadlineTicks));
   };
-  deadline_ticks_[static_cast<int>(FlowState::kSynSent)] = ticks(timeouts_.tcp_syn_ns);
-  deadline_ticks_[static_cast<int>(FlowState::kEstablished)] = ticks(timeouts_.tcp_established_ns);
-  deadline_ticks_[static_cast<int>(FlowState::kClosing)] = ticks(timeouts_.tcp_closing_ns);
-  deadline_ticks_[static_cast<int>(FlowState::kUdp)] = ticks(timeouts_.udp_ns);
+  const uint32_t syn = ticks(timeouts_.tcp_syn_ns), est = ticks(timeouts_.tcp_established_ns),
+                 closing = ticks(timeouts_.tcp_closing_ns), udp = ticks(timeouts_.udp_ns),
+                 protect = ticks(uint64_t{config.proven_protect_s} * kNsPerSecond);
+  constexpr uint32_t kProven = 8;  // ClassOf's offset of a proven state
+  auto set = [&](FlowState s, bool proven, uint32_t deadline, int32_t protect_above,
+                 uint32_t victim_class) {
+    const uint32_t c = static_cast<uint32_t>(s) | (proven ? kProven : 0);
+    deadline_ticks_[c] = deadline;
+    protect_above_[c] = protect_above;
+    victim_class_[c] = victim_class << 30;
+  };
+  // A proven entry was last seen (deadline - timeout) ago; it is protected
+  // while that is less than its window, i.e. while the remaining ticks
+  // exceed timeout - window (0 when the window covers its whole life).
+  auto above = [](uint32_t deadline, uint32_t window) {
+    return static_cast<int32_t>(deadline > window ? deadline - window : 0);
+  };
+  set(FlowState::kSynSent, false, syn, INT32_MAX, 0);
+  set(FlowState::kClosing, false, closing, INT32_MAX, 0);
+  set(FlowState::kEstablished, false, est, INT32_MAX, 1);
+  set(FlowState::kUdp, false, udp, INT32_MAX, 1);
+  // Proven TCP keeps the established timeout whatever its FIN/RST/SYN say
+  // (file comment): a closing or re-opened one is protected for the closing
+  // or half-open timeout only, and goes before idle established ones.
+  set(FlowState::kSynSent, true, est, above(est, syn), 2);
+  set(FlowState::kClosing, true, est, above(est, closing), 2);
+  set(FlowState::kEstablished, true, est, above(est, protect), 3);
+  set(FlowState::kUdp, true, udp, above(udp, protect), 3);
 
   // 25% more ways than flows: greedy two-choice fills 80% of the ways with
   // ~0.02% premature evictions (100%: ~4%), so `capacity` flows really fit.
@@ -219,29 +243,28 @@ void Conntrack::LookupBulk(const FlowKey* const* keys, const uint64_t* hashes, s
 Conntrack::Slot Conntrack::SelectSlot(const Probe& probe, uint32_t now) const {
   // A free or dead way in the bucket with more of them (greedy two-choice:
   // keeps the buckets balanced, so premature evictions stay rare); else the
-  // best victim over both buckets among the unproven live flows: half-open
-  // and closing ones first, then the nearest idle deadline. A proven live
-  // flow is never a victim: every insert comes from a packet that proves
-  // nothing (file comment). Branch-free over the 16 ways: this runs for every
-  // new flow, and a branch per way mispredicts.
+  // best victim over both buckets in the order of the file comment: the
+  // victim class, then the nearest deadline. A proven live flow seen within
+  // its protection window is never a victim: every insert comes from a
+  // packet that proves nothing. Branch-free over the 16 ways: this runs for
+  // every new flow, and a branch per way mispredicts.
   const uint32_t buckets[2] = {probe.primary, probe.secondary};
   uint32_t free_mask[2];
-  int32_t key[2 * kWays];
+  uint32_t key[2 * kWays];
   for (int k = 0; k < 2; ++k) {
     const BucketHeader& h = headers_[buckets[k]];
     uint32_t mask = 0;
     for (int w = 0; w < kWays; ++w) {
-      const uint32_t st = h.tag[w] & kStateBits;
+      const uint32_t c = ClassOf(h.tag[w]);
       const int32_t rem = Remaining(h.expires[w], now);
       const bool free = ((h.tag[w] & kStateMask) == kEmpty) | (rem <= 0);
       mask |= static_cast<uint32_t>(free) << w;
-      const bool early = (st == static_cast<uint8_t>(FlowState::kSynSent)) |
-                         (st == static_cast<uint8_t>(FlowState::kClosing));
       // Clamped: a live deadline is at most kMaxDeadlineTicks < 2^30 ahead,
-      // so class 2 sorts after class 1 and nothing overflows.
-      const int32_t r = std::min<int32_t>(rem, int32_t{1} << 29);
-      const bool proven = (h.tag[w] & kProvenBit) != 0;
-      key[k * kWays + w] = (free | proven) ? INT32_MAX : (early ? r : r + (int32_t{1} << 30));
+      // so each class (a multiple of 2^30, at most 3) sorts after the one
+      // before and nothing overflows.
+      const auto r = static_cast<uint32_t>(std::min<int32_t>(rem, int32_t{1} << 29));
+      const bool protected_way = rem > protect_above_[c];
+      key[k * kWays + w] = (free | protected_way) ? UINT32_MAX : r + victim_class_[c];
     }
     free_mask[k] = mask;
   }
@@ -258,14 +281,14 @@ Conntrack::Slot Conntrack::SelectSlot(const Probe& probe, uint32_t now) const {
   // Minimum of (key, way) packed in 64 bits, as a tree: 4 dependent steps
   // instead of 16 (ties go to the lower way, as a scan would).
   uint64_t v[2 * kWays];
-  for (int i = 0; i < 2 * kWays; ++i) v[i] = uint64_t{static_cast<uint32_t>(key[i])} << 8 | i;
+  for (int i = 0; i < 2 * kWays; ++i) v[i] = uint64_t{key[i]} << 8 | i;
   for (int width = kWays; width >= 1; width /= 2) {
     for (int i = 0; i < width; ++i) v[i] = std::min(v[i], v[i + width]);
   }
   const int best = static_cast<int>(v[0] & 0xFF);
-  // Full of proven live flows: a packet that proves nothing may not push
+  // Full of protected proven flows: a packet that proves nothing may not push
   // them out (floods of spoofed SYN/ACK/UDP must not flush real connections).
-  if (key[best] == INT32_MAX) return slot;  // kNone
+  if (key[best] == UINT32_MAX) return slot;  // kNone
   slot.index = int64_t{buckets[best / kWays]} * kWays + best % kWays;
   slot.kind = Slot::kEvict;
   slot.tag = headers_[buckets[best / kWays]].tag[best % kWays];
@@ -336,7 +359,7 @@ ConntrackEntry* Conntrack::InsertAt(const Slot& slot, const FlowKey& key, uint32
   if (load_slot != kUncountedFlow) [[unlikely]] loads_.Add(load_slot);
   BucketHeader& h = headers_[index / kWays];
   h.tag[index % kWays] = (sig << 8) | static_cast<uint8_t>(state);
-  h.expires[index % kWays] = DeadlineOf(state, now_ns);
+  h.expires[index % kWays] = TickOf(now_ns) + deadline_ticks_[static_cast<uint32_t>(state)];  // unproven
   return e;
 }
 
