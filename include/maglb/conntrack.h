@@ -557,12 +557,11 @@ class Conntrack {
 
   ConntrackKey key_;
   ConntrackTimeouts timeouts_;
-  // By ClassOf(tag): the idle timeout in ticks; the remaining ticks above
-  // which a live entry cannot be evicted (INT32_MAX: never protected); the
-  // victim class (SelectSlot) as an offset added to the remaining ticks.
+  // By ClassOf(tag): the idle timeout in ticks.
   uint32_t deadline_ticks_[16] = {};
-  int32_t protect_above_[16] = {};
-  uint32_t victim_class_[16] = {};
+  // By FlowState: the remaining ticks above which a proven live entry cannot
+  // be evicted (SelectSlot).
+  int32_t protect_above_[5] = {};
   // Sweep: the next bucket, when it is due, one bucket's share of the period.
   size_t sweep_cursor_ = 0;
   uint64_t next_sweep_ns_ = 0;
