@@ -227,7 +227,7 @@ struct ConntrackTimeouts {
 struct ConntrackStats {
   uint64_t inserts = 0;
   uint64_t evictions = 0;      // live flows replaced because their buckets were full
-  uint64_t untracked = 0;      // inserts refused (only proven live flows in both buckets)
+  uint64_t untracked = 0;      // inserts refused (both buckets full of protected proven flows)
   uint64_t expired_reused = 0; // dead ways reclaimed by an insert
 };
 
