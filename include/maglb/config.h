@@ -159,6 +159,7 @@ struct ConntrackConfig {
   uint32_t tcp_closing_timeout_s = kDefaultTcpClosingTimeoutS;
   uint32_t tcp_syn_timeout_s = kDefaultTcpSynTimeoutS;
   uint32_t udp_timeout_s = kDefaultUdpTimeoutS;
+  uint32_t proven_protect_s = 60;  // conntrack.h "Proven flows": unevictable while seen this recently
 };
 
 /// A static neighbour entry: overrides ARP/ND for that address.

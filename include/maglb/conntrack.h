@@ -23,23 +23,40 @@
 //    first non-SYN, non-FIN/RST one) arrives;
 //  - created mid-flow (a non-SYN first packet after an LB restart or an
 //    ECMP change) or UDP: when a packet of it arrives at least
-//    kProofDelayNs (1 s) after its first. One second of sustained life costs
-//    a spoofer a packet per flow per second kept up, and a real connection
-//    picked up mid-flow is proven within a second (until then it may be
-//    evicted; its next packet is then placed by the table, as any untracked
-//    flow's).
+//    kProofDelayNs (1 s) after its first; a real connection picked up
+//    mid-flow is proven within a second (until then it may be evicted; its
+//    next packet is then placed by the table, as any untracked flow's).
 // The proof is kept for the entry's life (closing, a new SYN on its tuple
 // and repins included). HashOf is keyed with a per-start secret, so which
 // flows share buckets cannot be chosen from outside either.
 //
-// When both buckets are full, a new flow (always unproven) replaces the
-// stalest unproven live entry: half-open and closing flows first, then the
-// one whose idle deadline comes first. A proven live flow is never evicted,
-// closing included (its closing timeout is short, so it frees its way soon
-// enough, and a spoofed FIN/RST must not make it evictable). A flow that
-// finds no such way is not tracked (Insert returns nullptr, counted as
-// untracked): the caller still forwards it by the table, and its next
+// Proof is cheap for a spoofer (a SYN then an ACK), so it buys protection
+// only while it is paid for: a proven entry cannot be evicted while it was
+// seen within the last `proven_protect_s` (T, default 60 s; for a proven
+// closing or re-opened entry, within the closing or half-open timeout). To
+// keep every way of a table protected, a spoofer must send one packet per
+// way every T: ways / T, ~22k packets/s per worker at the default capacity
+// (1.31M ways) and T = 60 s, rather than two packets per way an hour. The
+// price: during such a flood, a legitimate flow idle for longer than T may
+// be evicted; its next packet is then placed by the table, which moves it
+// only if a reload has also moved its slot.
+//
+// When both buckets are full, a new flow (always unproven) replaces, in this
+// order: the unproven half-open or closing entry with the nearest deadline;
+// the unproven established or UDP one with the nearest deadline; a proven
+// closing or half-open one past its protection; a proven established or UDP
+// one idle for longer than T (nearest deadline first within each class). A
+// flow that finds no such way is not tracked (Insert returns nullptr, counted
+// as untracked): the caller still forwards it by the table, and its next
 // packet tries again. A RST never inserts (nothing to pin after a reset).
+//
+// A FIN or RST does not shorten a proven entry's life (a spoofed one would
+// otherwise make an idle SSH session expire after 10 s): it is marked
+// closing and keeps the established timeout, and a SYN on it keeps it too;
+// only its protection shrinks to the closing (half-open) timeout, so that
+// real closes still free their ways under pressure. Unproven entries take
+// the closing and half-open timeouts. The deadline is the only timestamp:
+// a proven entry's last packet is its deadline minus its state's timeout.
 //
 // Long uptimes. Deadlines are 32-bit ticks (~16.8 ms) compared by signed
 // difference, which is right only within 2^31 ticks (~1.1 years) of now: an
@@ -210,7 +227,7 @@ struct ConntrackTimeouts {
 struct ConntrackStats {
   uint64_t inserts = 0;
   uint64_t evictions = 0;      // live flows replaced because their buckets were full
-  uint64_t untracked = 0;      // inserts refused (only proven live flows in both buckets)
+  uint64_t untracked = 0;      // inserts refused (both buckets full of protected proven flows)
   uint64_t expired_reused = 0; // dead ways reclaimed by an insert
 };
 
@@ -362,9 +379,11 @@ class Conntrack {
   /// None of it moves the flow: the backend stays pinned.
   ///  - half-open: the first non-SYN segment completes the handshake
   ///    (established, proven); FIN or RST → closing.
-  ///  - established: FIN or RST → closing (a shorter timeout only).
+  ///  - established: FIN or RST → closing (a shorter timeout if unproven,
+  ///    a shorter protection if proven: file comment).
   ///  - closing: a SYN starts the tuple's next connection (half-open, still
-  ///    pinned; the caller decides whether to re-pin). A later non-SYN,
+  ///    pinned: the pipeline never re-pins it, a spoof looks the same; a
+  ///    proven entry keeps the established timeout). A later non-SYN,
   ///    non-RST packet restores established when it shows that the FIN/RST
   ///    was not the client's: after a RST any such packet (a client sends
   ///    nothing after its RST), after a FIN one that carries data
@@ -426,9 +445,9 @@ class Conntrack {
                          uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns,
                          uint32_t load_slot = kUncountedFlow);
 
-  /// Repins an existing entry to another backend (its backend was removed,
-  /// or a new connection reuses a closing flow's tuple) and refreshes it as
-  /// Touch does; its count moves from its old load slot to `load_slot`.
+  /// Repins an existing entry to another backend (its backend was removed)
+  /// and refreshes it as Touch does; its count moves from its old load slot
+  /// to `load_slot`.
   void Repin(ConntrackEntry* e, uint32_t backend_id, uint16_t backend_hint, uint8_t tcp_flags,
              uint64_t now_ns, uint32_t load_slot = kUncountedFlow);
 
@@ -518,16 +537,18 @@ class Conntrack {
   template <typename T>
   static T* AllocateArray(size_t n, size_t* bytes);
   static uint32_t TickOf(uint64_t now_ns) { return static_cast<uint32_t>(now_ns >> kTickShift); }
-  uint32_t DeadlineOf(FlowState s, uint64_t now_ns) const {
-    return TickOf(now_ns) + deadline_ticks_[static_cast<int>(s)];
+  // By ClassOf: unproven states 0..4, proven states 8..12.
+  static uint32_t ClassOf(uint32_t tag) {
+    return (tag & conntrack_internal::kStateBits) | ((tag & conntrack_internal::kProvenBit) >> 4);
   }
+  static_assert(conntrack_internal::kProvenBit >> 4 == 8);
   // `flags`: kResetBit / kProvenBit.
   void SetState(uint32_t index, FlowState s, uint32_t flags, uint64_t now_ns) {
     BucketHeader& h = headers_[index / kWays];
     const uint32_t w = index % kWays;
     const uint32_t tag =
         (h.tag[w] & ~conntrack_internal::kStateMask) | flags | static_cast<uint8_t>(s);
-    const uint32_t expires = DeadlineOf(s, now_ns);
+    const uint32_t expires = TickOf(now_ns) + deadline_ticks_[ClassOf(tag)];
     // Store only what changed: most packets of a busy flow fall in the same
     // tick, and a line left clean costs no write-back to memory.
     if (h.tag[w] != tag) h.tag[w] = tag;
@@ -536,7 +557,11 @@ class Conntrack {
 
   ConntrackKey key_;
   ConntrackTimeouts timeouts_;
-  uint32_t deadline_ticks_[5] = {};  // by FlowState
+  // By ClassOf(tag): the idle timeout in ticks.
+  uint32_t deadline_ticks_[16] = {};
+  // By FlowState: the remaining ticks above which a proven live entry cannot
+  // be evicted (SelectSlot).
+  int32_t protect_above_[5] = {};
   // Sweep: the next bucket, when it is due, one bucket's share of the period.
   size_t sweep_cursor_ = 0;
   uint64_t next_sweep_ns_ = 0;

@@ -16,10 +16,10 @@
 //     refresh); with an RssOwner (SetRssOwner), one about a flow whose
 //     packets RSS puts on another worker's queue is handed to that worker
 //     unchanged (PacketAction::kSteer), which processes it against its own
-//     conntrack (ProcessSteered). No single packet moves a tracked flow
-//     (conntrack.h): FIN/RST only shorten its timeout, and a SYN on a closing
-//     flow (the tuple's next connection) stays on the pinned backend unless it
-//     is draining (weight 0), when the current table re-places it. A RST of an
+//     conntrack (ProcessSteered). No packet moves a tracked flow
+//     (conntrack.h): FIN/RST only mark it closing, and a SYN on a closing
+//     flow (the tuple's next connection, or a spoof) stays on the pinned
+//     backend while it is configured, draining (weight 0) included. A RST of an
 //     unknown flow is forwarded by the table and tracks nothing (counted
 //     untracked). The conntrack's Sweep runs once per burst (expiry over any
 //     uptime).

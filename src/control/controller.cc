@@ -133,7 +133,7 @@ void Controller::FinishBuild() {
                            a.tcp_established_timeout_s != b.tcp_established_timeout_s ||
                            a.tcp_closing_timeout_s != b.tcp_closing_timeout_s ||
                            a.tcp_syn_timeout_s != b.tcp_syn_timeout_s ||
-                           a.udp_timeout_s != b.udp_timeout_s;
+                           a.udp_timeout_s != b.udp_timeout_s || a.proven_protect_s != b.proven_protect_s;
   neighbors_.SetConfig(next->config());
   std::string summary = change.ToString();
   {

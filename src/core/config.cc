@@ -326,6 +326,7 @@ absl::Status ParseConntrack(const toml::table& t, const std::string& source,
   MAGLB_RETURN_IF_ERROR(r.Unsigned("tcp_closing_timeout_s", 1, 3600, &ct->tcp_closing_timeout_s));
   MAGLB_RETURN_IF_ERROR(r.Unsigned("tcp_syn_timeout_s", 1, 3600, &ct->tcp_syn_timeout_s));
   MAGLB_RETURN_IF_ERROR(r.Unsigned("udp_timeout_s", 1, 86400, &ct->udp_timeout_s));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("proven_protect_s", 1, 86400 * 7, &ct->proven_protect_s));
   return r.CheckNoUnknownKeys();
 }
 

@@ -363,17 +363,12 @@ void Worker::ToVip(PacketRef& pkt, const ParsedPacket& p, const Conntrack::Probe
     return Send(pkt, p, vip, backend, state);
   }
 
-  const bool tcp = p.flow.protocol == kIpProtoTcp;
   if (e != nullptr && backend != VipState::kNoBackend) {
     // Pinned: stays with its backend while it is configured, weight 0
-    // included; no single packet moves it (conntrack.h, Touch). A SYN on a
-    // closing entry (the tuple's next connection, or a spoofed SYN after a
-    // spoofed FIN/RST) keeps the backend while it takes new flows; only a
-    // draining one (weight 0) hands the new connection to the table.
-    const bool bare_syn = tcp && (p.tcp_flags & (kTcpSyn | kTcpAck | kTcpRst)) == kTcpSyn;
-    if (bare_syn && conntrack_.StateOf(e) == FlowState::kClosing && vip.backends[backend].weight == 0) {
-      return NewFlow(pkt, p, probe, e, false, vip, state, now_ns);
-    }
+    // included; no packet moves it (conntrack.h, Touch). A SYN on a closing
+    // entry stays too, draining backend or not: it may be the tuple's next
+    // connection, or a spoofed SYN after a spoofed FIN/RST, and nothing the
+    // LB sees tells them apart. Only a removed backend moves its flows.
     if (e->backend_hint != backend) e->backend_hint = backend;  // keep the line clean
     conntrack_.Touch(e, p.tcp_flags, now_ns, [&] { return TcpCarriesData(pkt, p); });
     return Send(pkt, p, vip, backend, state);

@@ -165,6 +165,14 @@ port = 80
 )", 5, "vip[\"v2\"]", "already served by vip \"v1\"");
 }
 
+TEST(ConfigTest, ConntrackProvenProtectWindow) {
+  EXPECT_EQ(ConntrackConfig{}.proven_protect_s, 60u);
+  absl::StatusOr<Config> c = ParseConfig("[conntrack]\nproven_protect_s = 120\n", "t.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->conntrack.proven_protect_s, 120u);
+  ExpectRefused("[conntrack]\nproven_protect_s = 0\n", 2, "conntrack.proven_protect_s", "out of range");
+}
+
 TEST(ConfigTest, RefusesUnknownTopLevelKeysAndBadTimeouts) {
   ExpectRefused("vips = 3\n", 1, "vips", "unknown key (did you mean \"vip\"?)");
   ExpectRefused("[conntrack]\nudp_timeout_s = 0\n", 2, "conntrack.udp_timeout_s", "out of range");

@@ -113,6 +113,7 @@ TEST(ConntrackTest, IdleTimeoutsPerProtocolAndState) {
   const Case cases[] = {
       {"half-open SYN", Key(3, 1), kTcpSyn, 0xFF, 30},
       {"established", Key(3, 2), kTcpSyn, kTcpAck, 3600},
+      // Unproven closing (a FIN straight after the SYN; a RST never proves).
       {"closing after FIN", Key(3, 3), kTcpSyn, kTcpFin | kTcpAck, 10},
       {"closing after RST", Key(3, 4), kTcpAck, kTcpRst, 10},
       {"closing after a first FIN", Key(3, 6), kTcpFin | kTcpAck, 0xFF, 10},
@@ -123,7 +124,7 @@ TEST(ConntrackTest, IdleTimeoutsPerProtocolAndState) {
     ASSERT_NE(e, nullptr) << c.name;
     uint64_t last = kT0;
     if (c.second_flags != 0xFF) {
-      last = kT0 + 5 * kSec;
+      last = kT0 + kSec / 2;  // before a mid-flow entry proves itself by living
       ct.Touch(e, c.second_flags, last);
     }
     EXPECT_NE(Find(ct, c.key, last + (c.timeout_s - 1) * kSec), nullptr) << c.name;
@@ -410,7 +411,7 @@ ConntrackEntry* Established(Conntrack& ct, const FlowKey& k, uint32_t backend) {
   return e;
 }
 
-TEST(ConntrackTest, RstShortensTheTimeoutAndLaterPacketsRestoreEstablished) {
+TEST(ConntrackTest, RstOnAProvenFlowKeepsItsLifeAndLaterPacketsRestoreEstablished) {
   Conntrack ct(SmallConfig(), kKey);
   const FlowKey k = Key(23, 1);
   ConntrackEntry* e = Established(ct, k, 7);
@@ -424,7 +425,7 @@ TEST(ConntrackTest, RstShortensTheTimeoutAndLaterPacketsRestoreEstablished) {
   EXPECT_EQ(e->backend_id, 7u);
 }
 
-TEST(ConntrackTest, FinShortensTheTimeoutAndDataRestoresEstablished) {
+TEST(ConntrackTest, FinOnAProvenFlowKeepsItsLifeAndDataRestoresEstablished) {
   Conntrack ct(SmallConfig(), kKey);
   const FlowKey k = Key(23, 2);
   ConntrackEntry* e = Established(ct, k, 7);
@@ -432,12 +433,59 @@ TEST(ConntrackTest, FinShortensTheTimeoutAndDataRestoresEstablished) {
   EXPECT_EQ(ct.StateOf(e), FlowState::kClosing);
   ct.Touch(e, kTcpAck, kT0 + 2 * kSec);  // pure ACKs of a half-closed download
   EXPECT_EQ(ct.StateOf(e), FlowState::kClosing);
-  EXPECT_EQ(Find(ct, k, kT0 + 13 * kSec), nullptr);
+  // Proven: the established timeout after its last packet, closing or not.
+  EXPECT_NE(Find(ct, k, kT0 + 2 * kSec + 3599 * kSec), nullptr);
+  EXPECT_EQ(Find(ct, k, kT0 + 2 * kSec + 3601 * kSec), nullptr);
   ConntrackEntry* f = Established(ct, Key(23, 3), 8);
   ct.Touch(f, kTcpFin | kTcpAck, kT0 + kSec);  // spoofed
   ct.Touch(f, kTcpAck | 0x08, kT0 + 2 * kSec, /*payload=*/true);  // the client still sends data
   EXPECT_EQ(ct.StateOf(f), FlowState::kEstablished);
   EXPECT_EQ(f->backend_id, 8u);
+}
+
+// Issue 8 review B: one forged RST or FIN (and SYN) used to cut an idle
+// proven flow's life to the closing (half-open) timeout; it must keep the
+// established one. Unproven entries still take the short timeouts.
+TEST(ConntrackTest, ForgedFinRstOrSynDoNotShortenAProvenFlowsLife) {
+  Conntrack ct(SmallConfig(), kKey);
+  const uint8_t forged[][2] = {{kTcpRst, 0}, {kTcpFin | kTcpAck, 0}, {kTcpRst, kTcpSyn},
+                               {kTcpFin | kTcpAck, kTcpSyn}};
+  for (uint16_t i = 0; i < std::size(forged); ++i) {
+    const FlowKey k = Key(28, i);
+    ConntrackEntry* e = Established(ct, k, 7);
+    for (uint8_t f : forged[i]) {
+      if (f != 0) ct.Touch(e, f, kT0 + kSec);
+    }
+    EXPECT_TRUE(ct.IsProven(e)) << i;
+    // An idle SSH session: nothing for minutes, then its next packet.
+    EXPECT_NE(Find(ct, k, kT0 + kSec + 3599 * kSec), nullptr) << i;
+    EXPECT_EQ(Find(ct, k, kT0 + kSec + 3601 * kSec), nullptr) << i;
+  }
+  // Unproven (picked up mid-flow, half a second old): the closing timeout.
+  const FlowKey u = Key(28, 100);
+  ConntrackEntry* e = Add(ct, u, kTcpAck, 7, kT0);
+  ct.Touch(e, kTcpFin | kTcpAck, kT0 + kSec / 2);
+  ASSERT_FALSE(ct.IsProven(e));
+  EXPECT_NE(Find(ct, u, kT0 + kSec / 2 + 9 * kSec), nullptr);
+  EXPECT_EQ(Find(ct, u, kT0 + kSec / 2 + 11 * kSec), nullptr);
+}
+
+// ... but a proven flow that really closed still frees its way under
+// pressure: once it has been closing (idle) longer than the closing timeout
+// it is a victim, before idle established flows.
+TEST(ConntrackTest, AClosedProvenFlowIsEvictableAfterTheClosingTimeout) {
+  Conntrack ct(SmallConfig(8), kKey);  // 2 buckets x 8 ways: all flows share them
+  for (uint16_t i = 0; i < 16; ++i) Established(ct, Key(29, i), i);
+  ct.Touch(Find(ct, Key(29, 3), kT0), kTcpFin | kTcpAck, kT0 + kSec);  // closes
+  ct.Touch(Find(ct, Key(29, 3), kT0), kTcpAck, kT0 + kSec);           // last ACK
+  EXPECT_EQ(Add(ct, Key(30, 1), kTcpSyn, 1, kT0 + 5 * kSec), nullptr);  // within 10 s: kept
+  ASSERT_NE(Add(ct, Key(30, 2), kTcpSyn, 1, kT0 + 12 * kSec), nullptr);
+  EXPECT_EQ(Find(ct, Key(29, 3), kT0 + 12 * kSec), nullptr);
+  for (uint16_t i = 0; i < 16; ++i) {
+    if (i != 3) {
+      EXPECT_NE(Find(ct, Key(29, i), kT0 + 12 * kSec), nullptr) << i;
+    }
+  }
 }
 
 TEST(ConntrackTest, SynOnAClosingFlowKeepsItsBackendAndProof) {
@@ -455,6 +503,77 @@ TEST(ConntrackTest, SynOnAClosingFlowKeepsItsBackendAndProof) {
   ct.Touch(e, kTcpSyn, kT0 + 3 * kSec);
   EXPECT_EQ(ct.StateOf(e), FlowState::kEstablished);
   EXPECT_EQ(e->backend_id, 7u);
+}
+
+// --- Issue 8 review C: proof buys protection only while it is paid for ----
+
+ConntrackConfig ProtectConfig(uint32_t protect_s) {
+  ConntrackConfig c = SmallConfig(8);  // 2 buckets x 8 ways: all flows share them
+  c.proven_protect_s = protect_s;
+  return c;
+}
+
+// A spoofed SYN then ACK proves a flow at once. Proven flows idle for longer
+// than proven_protect_s are victims after every unproven one (nearest
+// deadline first); until then they are not.
+TEST(ConntrackTest, ProvenFlowsIdleLongerThanTheWindowAreEvictedAfterUnprovenOnes) {
+  Conntrack ct(ProtectConfig(60), kKey);
+  for (uint16_t i = 0; i < 14; ++i) Established(ct, Key(31, i), i);  // SYN + ACK each
+  ASSERT_NE(Add(ct, Key(31, 100), kTcpAck, 1, kT0 + kSec), nullptr);  // unproven
+  ASSERT_NE(Add(ct, Key(31, 101), kTcpAck, 1, kT0 + kSec), nullptr);
+  ASSERT_EQ(ct.CountLive(kT0 + kSec), 16u);
+  // Within the window: nothing proven goes, the unproven ways take turns.
+  for (uint16_t i = 0; i < 10; ++i) EXPECT_NE(Add(ct, Key(32, i), kTcpAck, 1, kT0 + 59 * kSec), nullptr);
+  for (uint16_t i = 0; i < 14; ++i) EXPECT_NE(Find(ct, Key(31, i), kT0 + 59 * kSec), nullptr) << i;
+  // Past it: unproven ones first (the 2 newest still there), then the
+  // stale proven ones, each new flow proven by its own handshake.
+  const uint64_t now = kT0 + 61 * kSec;
+  ConntrackEntry* u = Add(ct, Key(33, 0), kTcpAck, 1, now);
+  ASSERT_NE(u, nullptr);
+  for (uint16_t i = 0; i < 14; ++i) EXPECT_NE(Find(ct, Key(31, i), now), nullptr) << i;
+  ct.Remove(u);
+  int proven_left = 14;
+  for (uint16_t i = 0; i < 16; ++i) {
+    ConntrackEntry* e = Add(ct, Key(34, i), kTcpSyn, 1, now);
+    ASSERT_NE(e, nullptr) << i;
+    ct.Touch(e, kTcpAck, now);
+  }
+  for (uint16_t i = 0; i < 14; ++i) proven_left -= Find(ct, Key(31, i), now) == nullptr;
+  EXPECT_EQ(proven_left, 0);
+  // Now full of recently seen proven flows: the next new flow is untracked.
+  EXPECT_EQ(Add(ct, Key(35, 0), kTcpSyn, 1, now), nullptr);
+}
+
+// A spoofer who keeps his entries protected must send each of them a packet
+// within every window: refreshed ways hold, ways left alone for a window
+// fall. Keeping W ways protected costs W packets per proven_protect_s.
+TEST(ConntrackTest, KeepingProvenFlowsProtectedCostsOnePacketPerFlowPerWindow) {
+  for (uint32_t window : {10u, 60u}) {
+    Conntrack ct(ProtectConfig(window), kKey);
+    const uint64_t w = window * kSec;
+    for (uint16_t i = 0; i < 16; ++i) Established(ct, Key(36, i), i);
+    // Refreshed, all of them, once per window (just inside it): protected.
+    uint64_t t = kT0;
+    for (int round = 0; round < 5; ++round) {
+      t += w - kSec;
+      for (uint16_t i = 0; i < 16; ++i) ct.Touch(Find(ct, Key(36, i), t), kTcpAck, t);
+      EXPECT_EQ(Add(ct, Key(37, round), kTcpSyn, 1, t + w - kSec), nullptr) << window << " " << round;
+    }
+    EXPECT_EQ(ct.stats().evictions, 0u);
+    // Half of them skip one refresh: those, and only those, can be evicted.
+    t += w - kSec;
+    for (uint16_t i = 0; i < 8; ++i) ct.Touch(Find(ct, Key(36, i), t), kTcpAck, t);
+    const uint64_t later = t + 2 * kSec;  // a window and a second after the others' last packet
+    for (uint16_t i = 0; i < 8; ++i) {  // new flows, each proven by its handshake
+      ConntrackEntry* e = Add(ct, Key(38, i), kTcpSyn, 1, later);
+      ASSERT_NE(e, nullptr) << window << " " << i;
+      ct.Touch(e, kTcpAck, later);
+    }
+    EXPECT_EQ(Add(ct, Key(38, 8), kTcpSyn, 1, later), nullptr) << window;
+    EXPECT_EQ(ct.stats().evictions, 8u);
+    for (uint16_t i = 0; i < 8; ++i) EXPECT_NE(Find(ct, Key(36, i), later), nullptr) << i;
+    for (uint16_t i = 8; i < 16; ++i) EXPECT_EQ(Find(ct, Key(36, i), later), nullptr) << i;
+  }
 }
 
 // --- Issue 8.8: long uptimes ------------------------------------------------

@@ -316,7 +316,10 @@ TEST_F(PipelineTest, ExpiredFlowIsPlacedAgain) {
   EXPECT_EQ(worker_.counters().vip[v.counter_slot].new_flows.value(), 2u);
 }
 
-TEST_F(PipelineTest, SynReusingAClosingFlowsTupleIsANewConnection) {
+// A SYN on a closing flow's tuple may be the client's next connection or a
+// forged one: it stays on the pinned backend while that is configured,
+// draining (weight 0) included (weight 0 still serves its tracked flows).
+TEST_F(PipelineTest, SynReusingAClosingFlowsTupleStaysOnItsDrainingBackend) {
   const std::string first = Send("10.0.0.8", 6000, kTcpSyn);
   EXPECT_EQ(Send("10.0.0.8", 6000, kTcpAck), first);
   EXPECT_EQ(Send("10.0.0.8", 6000, kTcpFin | kTcpAck), first);
@@ -325,10 +328,101 @@ TEST_F(PipelineTest, SynReusingAClosingFlowsTupleIsANewConnection) {
     if (b.name == first) b.weight = 0;  // draining: no new connections
   }
   Reload(c);
+  ASSERT_NE(TableChoice("10.0.0.8", 6000), first);
   EXPECT_EQ(Send("10.0.0.8", 6000, kTcpAck, kT0 + kSec), first);  // last ACK of the old one
-  const std::string next = Send("10.0.0.8", 6000, kTcpSyn, kT0 + 2 * kSec);
-  EXPECT_NE(next, first);
-  EXPECT_EQ(next, TableChoice("10.0.0.8", 6000));
+  EXPECT_EQ(Send("10.0.0.8", 6000, kTcpSyn, kT0 + 2 * kSec), first);
+  EXPECT_EQ(Send("10.0.0.8", 6000, kTcpAck, kT0 + 2 * kSec), first);
+}
+
+// Issue 8 review A: a forged RST then a forged SYN used to re-place a flow
+// of a draining backend by the table.
+TEST_F(PipelineTest, TwoForgedPacketsDoNotMoveAFlowOfADrainingBackend) {
+  const std::string cl = "10.0.0.9";
+  const std::string first = Send(cl, 4000, kTcpSyn);
+  ASSERT_EQ(Send(cl, 4000, kTcpAck | 0x08), first);
+  Config c = BaseConfig();
+  for (auto& b : c.vips[0].backends) {
+    if (b.name == first) b.weight = 0;
+  }
+  Reload(c);
+  ASSERT_NE(TableChoice(cl, 4000), first);
+  Send(cl, 4000, kTcpRst, kT0 + 2 * kSec);  // forged
+  Send(cl, 4000, kTcpSyn, kT0 + 2 * kSec);  // forged
+  EXPECT_EQ(Send(cl, 4000, kTcpAck | 0x08, kT0 + 3 * kSec), first);
+}
+
+// Issue 8 review B: one forged RST (or FIN then SYN) on an idle connection
+// used to cut its life to the closing (half-open) timeout; its next packet,
+// after that, was placed by the table, moved if a reload had moved its slot.
+TEST_F(PipelineTest, AForgedRstOrFinSynDoesNotExpireAnIdleConnection) {
+  std::map<std::string, std::string> first;
+  for (int i = 0; i < 40; ++i) {
+    const std::string cl = Client(300 + i);
+    first[cl] = Send(cl, 4100, kTcpSyn);
+    ASSERT_EQ(Send(cl, 4100, kTcpAck), first[cl]);
+  }
+  Config c = BaseConfig();
+  c.vips[0].backends.push_back({"d", Ip("203.0.113.9"), 3, 0});
+  Reload(c);
+  int moved_slots = 0, kept = 0;
+  for (const auto& [cl, be] : first) {
+    if (TableChoice(cl, 4100) == be) continue;
+    ++moved_slots;
+    if (moved_slots % 2 == 0) {
+      Send(cl, 4100, kTcpRst, kT0 + kSec);
+      kept += Send(cl, 4100, kTcpAck, kT0 + 12 * kSec) == be;  // past the 10 s closing timeout
+    } else {
+      Send(cl, 4100, kTcpFin | kTcpAck, kT0 + kSec);
+      Send(cl, 4100, kTcpSyn, kT0 + kSec);
+      kept += Send(cl, 4100, kTcpAck, kT0 + 32 * kSec) == be;  // past the 30 s half-open timeout
+    }
+  }
+  ASSERT_GT(moved_slots, 10);
+  EXPECT_EQ(kept, moved_slots);
+}
+
+// Issue 8 review C: a spoofed SYN then ACK proves an entry at once. 4000
+// such pairs used to fill a 640-way table with unevictable entries for an
+// hour: real connections went untracked and a reload moved them. Protection
+// now lasts proven_protect_s (60 s) after an entry's last packet: a spoofer
+// who stops refreshing loses it, and real connections are tracked.
+TEST_F(PipelineTest, SpoofedHandshakesStopProtectingOnceTheSpooferStopsRefreshing) {
+  ConntrackConfig small;
+  small.capacity = 512;  // 640 ways
+  Worker w(small, ConntrackKey::Fixed(3));
+  auto send = [&](const Bytes& frame, uint64_t now) {
+    Buf b(frame);
+    w.ProcessPacket(b.ref, *state_, now);
+    return BackendOf(b);
+  };
+  const std::string vip = "198.51.100.80";
+  std::mt19937 rng(7);
+  for (int n = 0; n < 4000; ++n) {
+    const std::string src = absl::StrCat("172.", rng() % 32, ".", rng() % 256, ".", rng() % 256);
+    const auto sport = static_cast<uint16_t>(1024 + rng() % 60000);
+    send(TcpFrame(src, sport, vip, kTcpSyn), kT0);
+    send(TcpFrame(src, sport, vip, kTcpAck), kT0);
+  }
+  ASSERT_EQ(w.conntrack().occupied(), 640u);
+  const uint64_t real_at = kT0 + (small.proven_protect_s + 1) * kSec;
+  const uint64_t untracked_before = w.counters().untracked.value();
+  std::map<int, std::string> pinned;
+  for (int i = 0; i < 100; ++i) {
+    pinned[i] = send(TcpFrame(Client(i), 1000, vip, kTcpSyn), real_at);
+    ASSERT_EQ(send(TcpFrame(Client(i), 1000, vip, kTcpAck), real_at), pinned[i]);
+  }
+  EXPECT_EQ(w.counters().untracked.value(), untracked_before);
+  Config c = BaseConfig();
+  c.vips[0].backends.push_back({"d", Ip("203.0.113.9"), 3, 0});
+  Reload(c);
+  int would_move = 0, moved = 0;
+  for (int i = 0; i < 100; ++i) {
+    would_move += TableChoice(Client(i), 1000) != pinned[i];
+    moved += send(TcpFrame(Client(i), 1000, vip, kTcpAck | 0x08, 100), kT0 + 120 * kSec) != pinned[i];
+  }
+  ASSERT_GT(would_move, 40);  // the test means something
+  EXPECT_EQ(moved, 0);
+  EXPECT_EQ(w.counters().untracked.value(), untracked_before);
 }
 
 // Issue 8.5: 100 pinned connections, a reload that moves their slots, then
