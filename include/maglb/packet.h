@@ -311,6 +311,9 @@ class VipMatcher {
   void Rebuild();
   bool PlaceGroups(uint32_t capacity, uint32_t bound);
   const Group* FindGroup(const uint8_t* addr, bool is_v6, uint8_t protocol) const;
+  // The group of `addr` that `accept` takes, probing at most max_probe_ slots.
+  template <typename Accept>
+  const Group* Probe(const uint8_t* addr, bool is_v6, Accept accept) const;
 
   std::vector<Spec> specs_;  // control-path copy, in insertion order
   std::vector<Slot> slots_;

@@ -451,24 +451,28 @@ bool VipMatcher::PlaceGroups(uint32_t capacity, uint32_t bound) {
   return true;
 }
 
-const VipMatcher::Group* VipMatcher::FindGroup(const uint8_t* addr, bool is_v6,
-                                               uint8_t protocol) const {
+template <typename Accept>
+const VipMatcher::Group* VipMatcher::Probe(const uint8_t* addr, bool is_v6, Accept accept) const {
   if (slots_.empty()) return nullptr;
   const uint64_t h = AddressHash(addr, is_v6, key_);
   const uint16_t tag = static_cast<uint16_t>(h >> 48);
-  // No group lies further than max_probe_ slots from its home: a lookup
-  // stops there even when the run goes on (and at an empty slot before).
+  // No group lies further than max_probe_ slots from its home (the groups of
+  // one address, one per protocol, share it): a lookup stops there even when
+  // the run goes on, and at an empty slot before.
   uint32_t i = static_cast<uint32_t>(h) & mask_;
   for (uint32_t n = 0; n < max_probe_; ++n, i = (i + 1) & mask_) {
     const Slot s = slots_[i];
     if (s.group == kNone) return nullptr;
     if (s.tag != tag) continue;
     const Group& g = groups_[s.group];
-    if (g.protocol == protocol && g.is_v6 == is_v6 && SameGroupAddress(g.addr, addr, is_v6)) {
-      return &g;
-    }
+    if (g.is_v6 == is_v6 && SameGroupAddress(g.addr, addr, is_v6) && accept(g)) return &g;
   }
   return nullptr;
+}
+
+const VipMatcher::Group* VipMatcher::FindGroup(const uint8_t* addr, bool is_v6,
+                                               uint8_t protocol) const {
+  return Probe(addr, is_v6, [protocol](const Group& g) { return g.protocol == protocol; });
 }
 
 uint16_t VipMatcher::Match(const uint8_t* addr, bool is_v6, uint8_t protocol, uint16_t port) const {
@@ -493,20 +497,7 @@ uint16_t VipMatcher::MatchAnyPort(const uint8_t* addr, bool is_v6, uint8_t proto
 }
 
 bool VipMatcher::IsVipAddress(const uint8_t* addr, bool is_v6) const {
-  if (slots_.empty()) return false;
-  // Groups of one address (one per protocol) share the hash: all of them lie
-  // within max_probe_ slots of its home.
-  const uint64_t h = AddressHash(addr, is_v6, key_);
-  const uint16_t tag = static_cast<uint16_t>(h >> 48);
-  uint32_t i = static_cast<uint32_t>(h) & mask_;
-  for (uint32_t n = 0; n < max_probe_; ++n, i = (i + 1) & mask_) {
-    const Slot s = slots_[i];
-    if (s.group == kNone) return false;
-    if (s.tag != tag) continue;
-    const Group& g = groups_[s.group];
-    if (g.is_v6 == is_v6 && SameGroupAddress(g.addr, addr, is_v6)) return true;
-  }
-  return false;
+  return Probe(addr, is_v6, [](const Group&) { return true; }) != nullptr;
 }
 
 // ------------------------------------------------------------------ Classify
