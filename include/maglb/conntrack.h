@@ -32,31 +32,33 @@
 //
 // Proof is cheap for a spoofer (a SYN then an ACK), so it buys protection
 // only while it is paid for: a proven entry cannot be evicted while it was
-// seen within the last `proven_protect_s` (T, default 60 s; for a proven
-// closing or re-opened entry, within the closing or half-open timeout). To
+// seen within the last `proven_protect_s` (T, default 60 s), in any state. To
 // keep every way of a table protected, a spoofer must send one packet per
 // way every T: ways / T, ~22k packets/s per worker at the default capacity
 // (1.31M ways) and T = 60 s, rather than two packets per way an hour. The
 // price: during such a flood, a legitimate flow idle for longer than T may
-// be evicted; its next packet is then placed by the table, which moves it
-// only if a reload has also moved its slot.
+// be evicted; its next packet is then placed by the table, which moves it if
+// a reload has moved its slot, or, on a VIP with bounded loads (which place
+// only new flows), if the bound had placed it off the table's choice.
 //
 // When both buckets are full, a new flow (always unproven) replaces, in this
-// order: the unproven half-open or closing entry with the nearest deadline;
-// the unproven established or UDP one with the nearest deadline; a proven
-// closing or half-open one past its protection; a proven established or UDP
-// one idle for longer than T (nearest deadline first within each class). A
-// flow that finds no such way is not tracked (Insert returns nullptr, counted
-// as untracked): the caller still forwards it by the table, and its next
-// packet tries again. A RST never inserts (nothing to pin after a reset).
+// order: a proven closing or re-opened entry past its protection (a
+// connection that ended more than T ago); the unproven half-open or closing
+// entry with the nearest deadline; the unproven established or UDP one; a
+// proven established or UDP one idle for longer than T (nearest deadline
+// first within each class). A flow that finds no such way is not tracked
+// (Insert returns nullptr, counted as untracked): the caller still forwards
+// it by the table, and its next packet tries again. A RST never inserts
+// (nothing to pin after a reset).
 //
 // A FIN or RST does not shorten a proven entry's life (a spoofed one would
-// otherwise make an idle SSH session expire after 10 s): it is marked
-// closing and keeps the established timeout, and a SYN on it keeps it too;
-// only its protection shrinks to the closing (half-open) timeout, so that
-// real closes still free their ways under pressure. Unproven entries take
-// the closing and half-open timeouts. The deadline is the only timestamp:
-// a proven entry's last packet is its deadline minus its state's timeout.
+// otherwise make an idle SSH session expire after 10 s) nor its protection:
+// it is marked closing and keeps the established timeout, and a SYN on it
+// keeps it too. Once past T such an entry is the first victim, so real
+// closes free their ways under pressure (until then, or until evicted, they
+// count as occupied). Unproven entries take the closing and half-open
+// timeouts. The deadline is the only timestamp: a proven entry's last packet
+// is its deadline minus its state's timeout.
 //
 // Long uptimes. Deadlines are 32-bit ticks (~16.8 ms) compared by signed
 // difference, which is right only within 2^31 ticks (~1.1 years) of now: an

@@ -97,15 +97,16 @@ Conntrack::Conntrack(const ConntrackConfig& config, const ConntrackKey& key)
     deadline_ticks_[static_cast<uint32_t>(s) | kProven] = s == FlowState::kUdp ? udp : est;
   }
   // A proven entry was last seen (deadline - timeout) ago; it is protected
-  // while that is less than its window (the closing or half-open timeout for
-  // a closing or re-opened one, else proven_protect_s), i.e. while the
-  // remaining ticks exceed timeout - window (0: its whole life).
+  // while that is less than proven_protect_s, i.e. while the remaining ticks
+  // exceed timeout - window (0: its whole life). The same window in every
+  // state: a spoofed FIN/RST/SYN must not shorten a live flow's protection
+  // (once past it, a closed flow is the first victim: SelectSlot).
   auto above = [](uint32_t deadline, uint32_t window) {
     return static_cast<int32_t>(deadline > window ? deadline - window : 0);
   };
-  protect_above_[static_cast<uint32_t>(FlowState::kSynSent)] = above(est, syn);
+  protect_above_[static_cast<uint32_t>(FlowState::kSynSent)] = above(est, protect);
   protect_above_[static_cast<uint32_t>(FlowState::kEstablished)] = above(est, protect);
-  protect_above_[static_cast<uint32_t>(FlowState::kClosing)] = above(est, closing);
+  protect_above_[static_cast<uint32_t>(FlowState::kClosing)] = above(est, protect);
   protect_above_[static_cast<uint32_t>(FlowState::kUdp)] = above(udp, protect);
 
   // 25% more ways than flows: greedy two-choice fills 80% of the ways with
@@ -247,8 +248,8 @@ Conntrack::Slot Conntrack::SelectSlot(const Probe& probe, uint32_t now) const {
   uint32_t free_mask[2];
   uint32_t key[2 * kWays];
   // Per way: free (empty or dead) → free_mask; free or protected → key
-  // UINT32_MAX; else key = victim class (0..3, file comment: unproven early,
-  // unproven, proven early, proven) << 30 + remaining ticks, clamped to 2^29
+  // UINT32_MAX; else key = victim class (0..3, file comment: proven early,
+  // unproven early, unproven, proven) << 30 + remaining ticks, clamped to 2^29
   // (a live deadline is at most kMaxDeadlineTicks < 2^30 ahead, so each class
   // sorts after the one before and nothing overflows). Early = odd state.
   static_assert(static_cast<int>(FlowState::kSynSent) == 1 && static_cast<int>(FlowState::kClosing) == 3 &&
@@ -282,8 +283,11 @@ Conntrack::Slot Conntrack::SelectSlot(const Probe& probe, uint32_t now) const {
       }
       const __m128i pbit = _mm_and_si128(t, proven_bit);
       const __m128i protect = _mm_and_si128(_mm_cmpeq_epi32(pbit, proven_bit), _mm_cmpgt_epi32(rem, window_above));
-      const __m128i victim_class =
-          _mm_slli_epi32(_mm_or_si128(_mm_andnot_si128(t, one), _mm_srli_epi32(pbit, 6)), 30);
+      // Class: bit 1 = established/UDP, bit 0 = proven XOR early.
+      const __m128i victim_class = _mm_slli_epi32(
+          _mm_or_si128(_mm_slli_epi32(_mm_andnot_si128(st, one), 1),
+                       _mm_xor_si128(_mm_srli_epi32(pbit, 7), _mm_and_si128(st, one))),
+          30);
       const __m128i over = _mm_cmpgt_epi32(rem, cap);
       const __m128i r = _mm_or_si128(_mm_and_si128(over, cap), _mm_andnot_si128(over, rem));
       // Not live → all ones; protected → all ones.
@@ -307,7 +311,7 @@ Conntrack::Slot Conntrack::SelectSlot(const Probe& probe, uint32_t now) const {
       mask |= static_cast<uint32_t>(free) << w;
       const bool protected_way = ((tag & kProvenBit) != 0) & (st >= 1) & (st <= 4) &&
                                  rem > protect_above_[st <= 4 ? st : 0];
-      const uint32_t victim_class = ((~st & 1) | ((tag & kProvenBit) >> 6)) << 30;
+      const uint32_t victim_class = (((~st & 1) << 1) | (((tag & kProvenBit) >> 7) ^ (st & 1))) << 30;
       const auto r = static_cast<uint32_t>(std::min<int32_t>(rem, int32_t{1} << 29));
       key[k * kWays + w] = (free | protected_way) ? UINT32_MAX : r + victim_class;
     }

@@ -473,19 +473,59 @@ TEST(ConntrackTest, ForgedFinRstOrSynDoNotShortenAProvenFlowsLife) {
 // ... but a proven flow that really closed still frees its way under
 // pressure: once it has been closing (idle) longer than the closing timeout
 // it is a victim, before idle established flows.
-TEST(ConntrackTest, AClosedProvenFlowIsEvictableAfterTheClosingTimeout) {
+// A proven flow that closed keeps its way protected for proven_protect_s
+// after its last packet, like any proven flow (a spoofed FIN/RST must not
+// shorten that), and is then the first victim: before any live handshake or
+// idle connection.
+TEST(ConntrackTest, AClosedProvenFlowIsTheFirstVictimOnceItsWindowPassed) {
   Conntrack ct(SmallConfig(8), kKey);  // 2 buckets x 8 ways: all flows share them
   for (uint16_t i = 0; i < 16; ++i) Established(ct, Key(29, i), i);
   ct.Touch(Find(ct, Key(29, 3), kT0), kTcpFin | kTcpAck, kT0 + kSec);  // closes
   ct.Touch(Find(ct, Key(29, 3), kT0), kTcpAck, kT0 + kSec);           // last ACK
-  EXPECT_EQ(Add(ct, Key(30, 1), kTcpSyn, 1, kT0 + 5 * kSec), nullptr);  // within 10 s: kept
-  ASSERT_NE(Add(ct, Key(30, 2), kTcpSyn, 1, kT0 + 12 * kSec), nullptr);
-  EXPECT_EQ(Find(ct, Key(29, 3), kT0 + 12 * kSec), nullptr);
+  EXPECT_EQ(Add(ct, Key(30, 1), kTcpSyn, 1, kT0 + 12 * kSec), nullptr);  // within 60 s: kept
+  // 62 s on, every flow is past its window: the closed one goes first.
+  ASSERT_NE(Add(ct, Key(30, 2), kTcpSyn, 1, kT0 + 62 * kSec), nullptr);
+  EXPECT_EQ(Find(ct, Key(29, 3), kT0 + 62 * kSec), nullptr);
   for (uint16_t i = 0; i < 16; ++i) {
     if (i != 3) {
-      EXPECT_NE(Find(ct, Key(29, i), kT0 + 12 * kSec), nullptr) << i;
+      EXPECT_NE(Find(ct, Key(29, i), kT0 + 62 * kSec), nullptr) << i;
     }
   }
+}
+
+// Review: one spoofed RST cut a just-active flow's protection to the closing
+// timeout and made it the first proven victim, ahead of flows idle far longer.
+TEST(ConntrackTest, ASpoofedRstDoesNotMakeAnActiveFlowTheFirstVictim) {
+  ConntrackConfig c = SmallConfig(8);
+  c.proven_protect_s = 60;
+  Conntrack ct(c, kKey);
+  for (uint16_t i = 0; i < 16; ++i) Established(ct, Key(40, i), i);  // all at kT0
+  ConntrackEntry* a = Find(ct, Key(40, 5), kT0 + 40 * kSec);
+  ASSERT_NE(a, nullptr);
+  ct.Touch(a, kTcpAck, kT0 + 40 * kSec, true);  // the real client, at 40 s
+  ct.Touch(a, kTcpRst, kT0 + 40 * kSec);        // spoofed RST
+  // At 51 s all others are within their 60 s window too: nothing to evict.
+  EXPECT_EQ(Add(ct, Key(41, 0), kTcpSyn, 1, kT0 + 51 * kSec), nullptr);
+  EXPECT_NE(Find(ct, Key(40, 5), kT0 + 51 * kSec), nullptr);
+  // At 70 s the others are idle 70 s, the reset one 30 s: it stays.
+  ASSERT_NE(Add(ct, Key(41, 1), kTcpSyn, 1, kT0 + 70 * kSec), nullptr);
+  EXPECT_NE(Find(ct, Key(40, 5), kT0 + 70 * kSec), nullptr);
+}
+
+// Review: real closes held their ways after their window and ranked after
+// live handshakes, so a second SYN evicted the first instead of a connection
+// that had closed long before.
+TEST(ConntrackTest, LongClosedFlowsGoBeforeLiveHandshakes) {
+  Conntrack ct(SmallConfig(8), kKey);
+  for (uint16_t i = 0; i < 15; ++i) {
+    ConntrackEntry* e = Established(ct, Key(42, i), i);
+    ct.Touch(e, kTcpFin | kTcpAck, kT0 + kSec);
+    ct.Touch(e, kTcpAck, kT0 + kSec);
+  }
+  ASSERT_NE(Add(ct, Key(43, 0), kTcpSyn, 1, kT0 + 100 * kSec), nullptr);
+  ASSERT_NE(Add(ct, Key(43, 1), kTcpSyn, 1, kT0 + 100 * kSec), nullptr);
+  EXPECT_NE(Find(ct, Key(43, 0), kT0 + 100 * kSec), nullptr);
+  EXPECT_NE(Find(ct, Key(43, 1), kT0 + 100 * kSec), nullptr);
 }
 
 TEST(ConntrackTest, SynOnAClosingFlowKeepsItsBackendAndProof) {
