@@ -124,26 +124,33 @@ NeighborOutcome NeighborTable::Ignore(const NeighborClaim& claim, NeighborIgnore
   return out;
 }
 
-NeighborOutcome NeighborTable::Conflict(const NeighborClaim& claim, Entry& e,
-                                        const MacAddress& other, uint64_t now_ns) {
+// `other` by value: it may name e.mac, which this resets.
+NeighborOutcome NeighborTable::Conflict(const NeighborClaim& claim, Entry& e, MacAddress other,
+                                        uint64_t now_ns) {
   // Two hosts answer for one address: at least one lies, and the LB cannot
   // tell which; the MAC it had before this request is the safer bet (a
-  // forger must not win by answering faster). An unresolved address keeps
-  // its first answer: there is nothing older. A change made by this request
+  // forger must not win by answering faster). A change made by this request
   // is undone when the MAC it replaced answers too; a third MAC does not
-  // undo it (it answered neither of the two requests alone).
+  // undo it (it answered neither of the two requests alone). A resolution
+  // made by this request had nothing before it: it is undone by any second
+  // MAC, and the address stays unresolved (the data plane drops rather than
+  // send to either) until one MAC answers a window alone (`contested`).
   bool reverted = false;
-  if (e.changed_by_last && e.previous == claim.mac) {
+  if (e.changed_by_last && (!e.previous || e.previous == claim.mac)) {
     e.mac = e.previous;
     e.changed_by_last = false;
     reverted = true;
+    if (!e.mac) e.contested = true;
   }
-  if (claim.mac == *e.mac) e.learned_ns = now_ns;  // the kept MAC answered: confirmed
+  if (e.mac && claim.mac == *e.mac) e.learned_ns = now_ns;  // the kept MAC answered: confirmed
   e.conflict = true;
   e.candidate.reset();
   NeighborOutcome out = Ignore(
       claim, NeighborIgnore::kConflict, now_ns,
-      absl::StrFormat("%s answered the same request; kept %s", other.ToString(), e.mac->ToString()));
+      e.mac ? absl::StrFormat("%s answered the same request; kept %s", other.ToString(), e.mac->ToString())
+            : absl::StrFormat("%s answered the same request; unresolved (dropped) until one MAC "
+                              "alone answers a request and the next one",
+                              other.ToString()));
   out.changed = reverted;
   return out;
 }
@@ -176,12 +183,35 @@ NeighborOutcome NeighborTable::Observe(const NeighborClaim& claim, uint64_t now_
   NeighborOutcome out;
   if (!e.mac) {
     if (!answer) return Ignore(claim, NeighborIgnore::kNotAsked, now_ns);
-    e.mac = claim.mac;  // RFC 4861 7.2.5: the O flag does not matter for an INCOMPLETE entry
-    e.learned_ns = now_ns;
+    // RFC 4861 7.2.5: the O flag does not matter for an INCOMPLETE entry.
+    if (e.first_answer) {  // this window had an answer already
+      if (*e.first_answer == claim.mac) return out;  // the same MAC again
+      return Conflict(claim, e, *e.first_answer, now_ns);
+    }
     e.first_answer = claim.mac;
-    e.recheck = false;
-    out.changed = true;
-    return out;
+    // Never disputed: the first answer resolves at once (start-up is not
+    // delayed), undone by Conflict if another MAC answers this window.
+    // Disputed before: only a MAC that answered a whole window alone and
+    // then answers the next request, as for a change of a known MAC below.
+    if (!e.contested || (e.candidate == claim.mac && e.candidate_asked_ns != e.asked_ns)) {
+      e.mac = claim.mac;
+      e.previous.reset();
+      e.changed_by_last = true;
+      e.contested = false;
+      e.learned_ns = now_ns;
+      e.candidate.reset();
+      e.recheck = false;
+      out.changed = true;
+      return out;
+    }
+    e.candidate = claim.mac;
+    e.candidate_asked_ns = e.asked_ns;
+    return Ignore(claim, NeighborIgnore::kUnconfirmed, now_ns);
+  }
+  // A second MAC in the window whose first answer resolved the address
+  // undoes that, whatever its flags.
+  if (answer && e.changed_by_last && !e.previous && claim.mac != *e.mac) {
+    return Conflict(claim, e, *e.mac, now_ns);
   }
   // RFC 4861 7.2.5: without the O flag an advertisement does not replace a
   // known link-layer address (the entry goes STALE and gets probed: here,
@@ -241,10 +271,14 @@ std::optional<MacAddress> NeighborTable::Lookup(const IpAddress& address) const 
 std::vector<IpAddress> NeighborTable::DueRequests(uint64_t now_ns) {
   std::vector<IpAddress> due;
   for (auto& [address, e] : entries_) {
-    const bool unresolved_due = !e.mac && (!e.asked || now_ns - e.asked_ns >= kNeighborRetryNs);
     // A candidate's confirming request waits for the window that proposed it
-    // to close, so that a late answer from the known MAC still counts there.
-    const uint64_t gap = e.candidate ? kNeighborAnswerWindowNs : kNeighborRetryNs;
+    // to close, so that a late answer from the known MAC still counts there;
+    // so does the next request after a change, which a second MAC answering
+    // that window must still be able to undo, and every request for a
+    // disputed address (whose answers count only per whole window).
+    const uint64_t gap =
+        e.candidate || e.changed_by_last || e.contested ? kNeighborAnswerWindowNs : kNeighborRetryNs;
+    const bool unresolved_due = !e.mac && (!e.asked || now_ns - e.asked_ns >= gap);
     const bool refresh_due = e.mac && (e.recheck || now_ns - e.learned_ns >= kNeighborRefreshNs) &&
                              now_ns - e.asked_ns >= gap;
     if (unresolved_due || refresh_due) {

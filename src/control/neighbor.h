@@ -30,7 +30,9 @@ inline constexpr uint64_t kNeighborRefreshNs = 30'000'000'000;
 
 // What is learned (see NeighborTable::Observe): an answer to a request the LB
 // sent less than kNeighborAnswerWindowNs ago. An unresolved address takes the
-// first answer. A known MAC is never replaced by one frame: an unsolicited
+// first answer at once, but a second MAC answering the same request undoes
+// that (unresolved again: a forger answering first must not keep it), and
+// from then on it is resolved like a change below. A known MAC is never replaced by one frame: an unsolicited
 // claim of another MAC only makes the LB ask (at most once per
 // kNeighborRetryNs), and a different MAC in the answers is taken only when it
 // answered one request's whole window alone and then answers the next request
@@ -49,7 +51,7 @@ inline constexpr uint64_t kNeighborLogIntervalNs = 10'000'000'000;
   X(kStatic, "static", "the address has a static [[neighbor]] entry")                      \
   X(kUnsolicited, "unsolicited", "differs from the known MAC: the LB asks to verify it")       \
   X(kUnconfirmed, "unconfirmed", "differs from the known MAC: taken if the next request's answers agree") \
-  X(kConflict, "conflict", "two MACs answered one request: the known one is kept")          \
+  X(kConflict, "conflict", "two MACs answered one request: the known one is kept, or none")  \
   X(kNoOverride, "no_override", "override flag clear and the MAC differs from the known one") \
   X(kBadMac, "bad_mac", "multicast, broadcast or zero MAC")                                 \
   X(kMacMismatch, "mac_mismatch", "the Ethernet source differs from the advertised MAC")    \
@@ -146,14 +148,18 @@ class NeighborTable {
     // alone; taken if it answers the next one too.
     std::optional<MacAddress> candidate;
     uint64_t candidate_asked_ns = 0;
-    // Set when an answer to the last request changed `mac` (from `previous`):
-    // a conflicting answer in the same window puts `previous` back.
+    // Set when an answer to the last request changed `mac` (from `previous`,
+    // empty if it resolved the address): a conflicting answer in the same
+    // window puts `previous` back.
     bool changed_by_last = false;
     std::optional<MacAddress> previous;
+    // Unresolved after two MACs answered one request: the first answer no
+    // longer resolves it, only a candidate confirmed as above.
+    bool contested = false;
   };
   NeighborOutcome Ignore(const NeighborClaim& claim, NeighborIgnore why, uint64_t now_ns,
                          std::string_view detail = {});
-  NeighborOutcome Conflict(const NeighborClaim& claim, Entry& e, const MacAddress& other,
+  NeighborOutcome Conflict(const NeighborClaim& claim, Entry& e, MacAddress other,
                            uint64_t now_ns);
 
   std::map<IpAddress, Entry, IpAddressLess> entries_;

@@ -1,5 +1,7 @@
 // What the LB learns from ARP replies and neighbour advertisements (the
-// policy of NeighborTable::Observe): only answers to its own requests; a known
+// policy of NeighborTable::Observe): only answers to its own requests; an
+// unresolved address takes the first answer unless another MAC answers the
+// same request (then none, until one MAC answers a window alone); a known
 // neighbour's MAC changes only when two requests' answers agree on the new
 // one with no other MAC answering; never a group or zero MAC, never
 // over a static [[neighbor]] entry; RFC 4861 flags and hop limit. Frames are
@@ -183,27 +185,36 @@ TEST(NeighborTable, LearnsOnlyWhatItAskedFor) {
   EXPECT_EQ(t.resolved(), 2u);
 }
 
-// The first answer resolves an address; a second host answering the same
-// request with another MAC (a forger racing the gateway) is a conflict: the
-// first is kept (there is nothing older), counted and logged with both MACs.
+// The first answer resolves an address at once; a second host answering the
+// same request with another MAC (a forger racing the gateway) is a conflict
+// that undoes it: there is nothing older to keep, and either may be the
+// forger, so the address is unresolved again (the data plane drops), counted
+// and logged with both MACs.
 TEST(NeighborTable, TwoMacsAnsweringOneRequestAreAConflict) {
   NeighborTable t = Table(0, /*answer=*/true);
   NeighborOutcome o = See(t, ArpReply("10.0.0.1", kOtherMac), 2 * kMs);
   EXPECT_EQ(o.ignored, NeighborIgnore::kConflict);
-  EXPECT_FALSE(o.changed);
+  EXPECT_TRUE(o.changed);  // republish: the data plane must stop using kGwMac too
   EXPECT_EQ(o.log, "neighbor 10.0.0.1: ignored ARP reply from 02:00:00:00:00:99: 02:00:00:00:00:01 "
-                   "answered the same request; kept 02:00:00:00:00:01 (neighbor_ignored_conflict)");
-  EXPECT_EQ(See(t, Advert("fd00::1", kOtherMac), 2 * kMs).ignored, NeighborIgnore::kConflict);
-  EXPECT_EQ(t.Lookup(Ip("10.0.0.1")), kGwMac);
-  EXPECT_EQ(t.Lookup(Ip("fd00::1")), kGwMac);
-  // A repeated answer with the same MAC changes nothing and is not counted.
+                   "answered the same request; unresolved (dropped) until one MAC alone answers a "
+                   "request and the next one (neighbor_ignored_conflict)");
+  o = See(t, Advert("fd00::1", kOtherMac), 2 * kMs);
+  EXPECT_EQ(o.ignored, NeighborIgnore::kConflict);
+  EXPECT_TRUE(o.changed);
+  EXPECT_FALSE(t.Lookup(Ip("10.0.0.1")).has_value());
+  EXPECT_FALSE(t.Lookup(Ip("fd00::1")).has_value());
+  EXPECT_EQ(t.resolved(), 0u);
+  // The first MAC answering again changes nothing and is not counted.
   o = See(t, ArpReply("10.0.0.1", kGwMac), 3 * kMs);
   EXPECT_FALSE(o.changed);
   EXPECT_FALSE(o.ignored.has_value());
   EXPECT_EQ(Count(t, NeighborIgnore::kConflict), 2u);
   // Conflicts are logged at most once per interval, saying how many were not.
-  EXPECT_TRUE(See(t, ArpReply("10.0.0.1", kThirdMac), 4 * kMs).log.empty());
+  o = See(t, ArpReply("10.0.0.1", kThirdMac), 4 * kMs);
+  EXPECT_TRUE(o.log.empty());
+  EXPECT_FALSE(o.changed);
   EXPECT_EQ(Count(t, NeighborIgnore::kConflict), 3u);
+  EXPECT_FALSE(t.Lookup(Ip("10.0.0.1")).has_value());
 }
 
 // A known next hop that a forger disputes while the real host answers too:
@@ -446,10 +457,14 @@ TEST(NeighborTable, ReloadKeepsWhatItLearnedOfAddressesThatStay) {
   ASSERT_TRUE(See(t, ArpReply("10.0.0.1", kGwMac), kMs).changed);
   t.SetWanted({Ip("10.0.0.1"), Ip("10.0.0.3")});
   EXPECT_EQ(t.Lookup(Ip("10.0.0.1")), kGwMac);
-  // Still verified across the reload (the window of the request before it).
-  EXPECT_EQ(See(t, ArpReply("10.0.0.1", kOtherMac), 2 * kMs).ignored, NeighborIgnore::kConflict);
-  EXPECT_EQ(See(t, ArpReply("10.0.0.1", kOtherMac), 5 * kSecond).ignored, NeighborIgnore::kUnsolicited);
-  EXPECT_EQ(t.Lookup(Ip("10.0.0.1")), kGwMac);
+  // Still verified across the reload (the window of the request before it):
+  // a second MAC in it undoes the resolution.
+  NeighborOutcome o = See(t, ArpReply("10.0.0.1", kOtherMac), 2 * kMs);
+  EXPECT_EQ(o.ignored, NeighborIgnore::kConflict);
+  EXPECT_TRUE(o.changed);
+  EXPECT_FALSE(t.Lookup(Ip("10.0.0.1")).has_value());
+  EXPECT_EQ(See(t, ArpReply("10.0.0.1", kOtherMac), 5 * kSecond).ignored, NeighborIgnore::kNotAsked);
+  EXPECT_FALSE(t.Lookup(Ip("10.0.0.1")).has_value());
   t.SetWanted({Ip("10.0.0.3")});
   EXPECT_FALSE(t.Lookup(Ip("10.0.0.1")).has_value());
   EXPECT_EQ(See(t, ArpReply("10.0.0.1", kGwMac), 3 * kMs).ignored, NeighborIgnore::kNotAsked);
@@ -512,6 +527,145 @@ TEST(NeighborTable, ForgerCannotTakeOverAKnownNextHop) {
   EXPECT_EQ(t.Lookup(Ip("10.0.0.1")), kGwMac);
   // Every request it answered was a conflict (at least one per answer window).
   EXPECT_GE(Count(t, NeighborIgnore::kConflict), 30 * kSecond / kNeighborAnswerWindowNs);
+}
+
+// The review's third repro: a forger that answers every request for an
+// UNRESOLVED next hop first (replies sent ahead, non-stop) while the real
+// host answers too. The first round resolves to the forger for the fraction
+// of a window until the host's answer (unavoidable: the first answer is
+// used at once so that start-up is not delayed); that answer undoes it, and
+// from then on the forger's MAC is never the lookup result.
+TEST(NeighborTable, ForgerFirstOnAnUnresolvedAddressIsNotKept) {
+  NeighborTable t;
+  t.SetWanted({Ip("10.0.0.1")});
+  uint64_t asked = 0;
+  for (int round = 0; round < 4; ++round, asked += 40 * kSecond) {
+    ASSERT_EQ(t.DueRequests(asked).size(), 1u);
+    See(t, ArpReply("10.0.0.1", kOtherMac), asked + kMs / 10);  // forger, pre-sent
+    if (round > 0) {
+      EXPECT_NE(t.Lookup(Ip("10.0.0.1")), kOtherMac) << round;
+    }
+    See(t, ArpReply("10.0.0.1", kGwMac), asked + kMs);  // real gateway, every round
+    EXPECT_NE(t.Lookup(Ip("10.0.0.1")), kOtherMac) << round;
+  }
+  EXPECT_EQ(Count(t, NeighborIgnore::kConflict), 4u);
+}
+
+// Only the real host answers: resolved by its first answer, at once, and a
+// later refresh confirms it (no window to wait for).
+TEST(NeighborTable, OnlyTheRealHostAnsweringResolvesAtOnce) {
+  NeighborTable t;
+  t.SetWanted({Ip("10.0.0.1"), Ip("fd00::1")});
+  ASSERT_EQ(t.DueRequests(0).size(), 2u);
+  NeighborOutcome o = See(t, ArpReply("10.0.0.1", kGwMac), kMs);
+  EXPECT_TRUE(o.changed);
+  EXPECT_FALSE(o.ignored.has_value());
+  EXPECT_EQ(t.Lookup(Ip("10.0.0.1")), kGwMac);
+  // ND too, with or without the Override flag (RFC 4861 7.2.5, INCOMPLETE).
+  EXPECT_TRUE(See(t, Advert("fd00::1", kGwMac, {.override_flag = false}), kMs).changed);
+  EXPECT_EQ(t.Lookup(Ip("fd00::1")), kGwMac);
+  ASSERT_EQ(t.DueRequests(kNeighborRefreshNs + kMs).size(), 2u);
+  EXPECT_FALSE(See(t, ArpReply("10.0.0.1", kGwMac), kNeighborRefreshNs + 2 * kMs).changed);
+  EXPECT_EQ(t.Lookup(Ip("10.0.0.1")), kGwMac);
+  EXPECT_EQ(Count(t, NeighborIgnore::kConflict), 0u);
+}
+
+// A second MAC undoes a fresh resolution whatever its flags: an ND answer
+// without the Override flag too (it would only be kNoOverride against an
+// older MAC).
+TEST(NeighborTable, SecondAnswerWithoutOverrideUndoesAFreshResolution) {
+  NeighborTable t = Table(0, /*answer=*/true);
+  NeighborOutcome o = See(t, Advert("fd00::1", kOtherMac, {.override_flag = false}), 2 * kMs);
+  EXPECT_EQ(o.ignored, NeighborIgnore::kConflict);
+  EXPECT_TRUE(o.changed);
+  EXPECT_FALSE(t.Lookup(Ip("fd00::1")).has_value());
+}
+
+// What ARP cannot tell apart, pinned down: a forger alone while the real host
+// is silent resolves the address to the forger (use [[neighbor]] for next
+// hops on a segment that hostile hosts share); the real host answering a
+// later request too makes it a conflict, which the forger's MAC, being the
+// known one, survives (see ForgerAloneAfterTheOwnerWentSilent).
+TEST(NeighborTable, ForgerAloneOnAnUnresolvedAddressIsTaken) {
+  NeighborTable t;
+  t.SetWanted({Ip("10.0.0.1")});
+  ASSERT_EQ(t.DueRequests(0).size(), 1u);
+  EXPECT_TRUE(See(t, ArpReply("10.0.0.1", kOtherMac), kMs).changed);
+  EXPECT_EQ(t.Lookup(Ip("10.0.0.1")), kOtherMac);
+}
+
+// Two MACs answering every request forever, in either order: after the first
+// round the address stays unresolved (no flapping between them), every round
+// is counted as a conflict, and requests go out at most once a second (one
+// per answer window, since answers count per whole window). When one of them
+// stops, the other is taken once it answered a whole window alone and then
+// the next request; a second MAC answering that request undoes it again.
+TEST(NeighborTable, TwoMacsAnsweringForeverLeaveItUnresolved) {
+  NeighborTable t;
+  t.SetWanted({Ip("10.0.0.1")});
+  const uint64_t end = 120 * kSecond;
+  int requests = 0;
+  int resolved_samples = 0;
+  for (uint64_t now = 0; now < end; now += 100 * kMs) {
+    for (const IpAddress& a : t.DueRequests(now)) {
+      ASSERT_EQ(a, Ip("10.0.0.1"));
+      const bool forger_first = requests % 2 == 0;
+      See(t, ArpReply("10.0.0.1", forger_first ? kOtherMac : kGwMac), now + kMs);
+      See(t, ArpReply("10.0.0.1", forger_first ? kGwMac : kOtherMac), now + 2 * kMs);
+      ++requests;
+    }
+    if (now > 0 && t.Lookup(Ip("10.0.0.1")).has_value()) ++resolved_samples;
+  }
+  EXPECT_EQ(resolved_samples, 0);
+  EXPECT_LE(static_cast<uint64_t>(requests), end / kSecond);
+  EXPECT_GE(static_cast<uint64_t>(requests), end / kNeighborAnswerWindowNs - 1);
+  EXPECT_EQ(Count(t, NeighborIgnore::kConflict), static_cast<uint64_t>(requests));
+
+  // The forger gives up: the gateway alone answers a window (a candidate) ...
+  uint64_t now = end;
+  ASSERT_EQ(t.DueRequests(now).size(), 1u);
+  EXPECT_EQ(See(t, ArpReply("10.0.0.1", kGwMac), now + kMs).ignored, NeighborIgnore::kUnconfirmed);
+  EXPECT_FALSE(t.Lookup(Ip("10.0.0.1")).has_value());
+  EXPECT_TRUE(t.DueRequests(now + kNeighborAnswerWindowNs - 1).empty());
+  // ... and the next request: taken.
+  now += kNeighborAnswerWindowNs;
+  ASSERT_EQ(t.DueRequests(now).size(), 1u);
+  EXPECT_TRUE(See(t, ArpReply("10.0.0.1", kGwMac), now + kMs).changed);
+  EXPECT_EQ(t.Lookup(Ip("10.0.0.1")), kGwMac);
+  // Had the forger answered that request too, it would be undone.
+  NeighborTable u = t;
+  NeighborOutcome o = See(u, ArpReply("10.0.0.1", kOtherMac), now + 2 * kMs);
+  EXPECT_EQ(o.ignored, NeighborIgnore::kConflict);
+  EXPECT_TRUE(o.changed);
+  EXPECT_FALSE(u.Lookup(Ip("10.0.0.1")).has_value());
+  // A forger alone answering one contested window is a candidate, not taken at once.
+  NeighborTable f;
+  f.SetWanted({Ip("10.0.0.1")});
+  f.DueRequests(0);
+  See(f, ArpReply("10.0.0.1", kOtherMac), kMs);
+  See(f, ArpReply("10.0.0.1", kGwMac), 2 * kMs);
+  ASSERT_EQ(f.DueRequests(kNeighborAnswerWindowNs).size(), 1u);
+  EXPECT_EQ(See(f, ArpReply("10.0.0.1", kOtherMac), kNeighborAnswerWindowNs + kMs).ignored,
+            NeighborIgnore::kUnconfirmed);
+  EXPECT_FALSE(f.Lookup(Ip("10.0.0.1")).has_value());
+}
+
+// The window of the request that resolved an address stays open to dispute:
+// a frame that makes the LB ask again (an unsolicited claim) does not send
+// the next request before that window closes, so a late second answer to the
+// resolving request still undoes the resolution.
+TEST(NeighborTable, ResolvingWindowIsNotCutShortByARecheck) {
+  NeighborTable t;
+  t.SetWanted({Ip("fd00::1")});
+  ASSERT_EQ(t.DueRequests(0).size(), 1u);
+  EXPECT_TRUE(See(t, Advert("fd00::1", kOtherMac), kMs).changed);  // forger first
+  EXPECT_EQ(See(t, Advert("fd00::1", kGwMac, {.solicited = false, .dst = "ff02::1"}), 500 * kMs).ignored,
+            NeighborIgnore::kUnsolicited);
+  EXPECT_TRUE(t.DueRequests(kNeighborAnswerWindowNs - 1).empty());
+  NeighborOutcome o = See(t, Advert("fd00::1", kGwMac), kNeighborAnswerWindowNs - 2);
+  EXPECT_EQ(o.ignored, NeighborIgnore::kConflict);
+  EXPECT_TRUE(o.changed);
+  EXPECT_FALSE(t.Lookup(Ip("fd00::1")).has_value());
 }
 
 }  // namespace
