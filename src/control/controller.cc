@@ -208,8 +208,12 @@ void Controller::HandleControlFrames(uint64_t now_ns) {
       NeighborOutcome o = claim ? neighbors_.Observe(*claim, now_ns) : NeighborOutcome{};
       if (o.changed) {
         changed = true;
-        LogLine(absl::StrFormat("neighbor %s is at %s", claim->address.ToString(),
-                                claim->mac.ToString()));
+        // What the table now holds: a conflict can undo a resolution.
+        const std::optional<MacAddress> now_at = neighbors_.Lookup(claim->address);
+        LogLine(now_at ? absl::StrFormat("neighbor %s is at %s", claim->address.ToString(),
+                                         now_at->ToString())
+                       : absl::StrFormat("neighbor %s is unresolved (conflicting answers)",
+                                         claim->address.ToString()));
       }
       if (!o.log.empty()) LogLine(o.log);
     }
