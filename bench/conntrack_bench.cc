@@ -14,9 +14,14 @@
 // rte_hash would need that entry as a separate array read after the lookup.
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -114,6 +119,8 @@ rte_hash* DpdkTable() {
       std::fprintf(stderr, "rte_eal_init failed: %s\n", rte_strerror(rte_errno));
       std::abort();
     }
+    // EAL still creates the (empty) runtime directory: remove it at exit.
+    std::atexit([] { rmdir((std::string(rte_eal_get_runtime_dir())).c_str()); });
     rte_hash_parameters p{};
     p.name = "ct";
     p.entries = kFlows * 5 / 4;  // the same 25% headroom as maglb's table
