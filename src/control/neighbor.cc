@@ -194,13 +194,7 @@ NeighborOutcome NeighborTable::Observe(const NeighborClaim& claim, uint64_t now_
     // Disputed before: only a MAC that answered a whole window alone and
     // then answers the next request, as for a change of a known MAC below.
     if (!e.contested || (e.candidate == claim.mac && e.candidate_asked_ns != e.asked_ns)) {
-      e.mac = claim.mac;
-      e.previous.reset();
-      e.changed_by_last = true;
-      e.contested = false;
-      e.learned_ns = now_ns;
-      e.candidate.reset();
-      e.recheck = false;
+      e.Adopt(claim.mac, std::nullopt, now_ns);
       out.changed = true;
       return out;
     }
@@ -247,12 +241,7 @@ NeighborOutcome NeighborTable::Observe(const NeighborClaim& claim, uint64_t now_
   // a VRRP failover); otherwise remembered, and the LB asks again once this
   // window has closed.
   if (e.candidate == claim.mac && e.candidate_asked_ns != e.asked_ns) {
-    e.previous = e.mac;
-    e.mac = claim.mac;
-    e.learned_ns = now_ns;
-    e.changed_by_last = true;
-    e.candidate.reset();
-    e.recheck = false;
+    e.Adopt(claim.mac, e.mac, now_ns);
     out.changed = true;
     return out;
   }

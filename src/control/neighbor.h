@@ -156,6 +156,18 @@ class NeighborTable {
     // Unresolved after two MACs answered one request: the first answer no
     // longer resolves it, only a candidate confirmed as above.
     bool contested = false;
+
+    // The answers decided on `to` (replacing `previous`, empty if it
+    // resolved the address).
+    void Adopt(const MacAddress& to, std::optional<MacAddress> replaced, uint64_t now_ns) {
+      previous = replaced;
+      mac = to;
+      learned_ns = now_ns;
+      changed_by_last = true;
+      contested = false;
+      candidate.reset();
+      recheck = false;
+    }
   };
   NeighborOutcome Ignore(const NeighborClaim& claim, NeighborIgnore why, uint64_t now_ns,
                          std::string_view detail = {});
