@@ -31,6 +31,7 @@
 #include "maglb/conntrack.h"
 #include "maglb/flow_hash.h"
 #include "maglb/xxh64_internal.h"
+#include "legacy_conntrack_hash.h"
 
 namespace maglb {
 namespace {
@@ -68,22 +69,7 @@ const std::vector<uint32_t>& MissIds() {
   return *v;
 }
 
-// The conntrack hash before it was keyed (fixed public constants).
-inline uint64_t LegacyConntrackHash(const FlowKey& key) {
-  using flow_hash_internal::Mum;
-  using xxh64_internal::LoadLe64;
-  constexpr uint64_t kS0 = 0xa0761d6478bd642fULL, kS1 = 0xe7037ed1a0b428dbULL,
-                     kS2 = 0x8ebc6af09c88c6e3ULL, kS3 = 0x589965cc75374cc3ULL,
-                     kS4 = 0x1d8e4e27c47d124fULL;
-  const auto* p = reinterpret_cast<const uint8_t*>(&key);
-  const uint64_t tail = uint64_t{key.src_port} | uint64_t{key.dst_port} << 16 |
-                        uint64_t{key.protocol} << 32 | uint64_t{key.is_v6} << 40 |
-                        uint64_t{key.reserved} << 48;
-  const uint64_t a = Mum(LoadLe64(p) ^ kS0, LoadLe64(p + 8) ^ kS1);
-  const uint64_t b = Mum(LoadLe64(p + 16) ^ kS2, LoadLe64(p + 24) ^ kS3);
-  const uint64_t c = Mum(a ^ b ^ kS4, tail ^ kS1);
-  return Mum(c ^ kS0, c ^ kS3);
-}
+using testing::LegacyConntrackHash;
 
 template <bool kLegacy>
 inline uint64_t HashFor(const Conntrack& ct, const FlowKey& k) {
