@@ -29,7 +29,7 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
   # b_lundef=false: clang's sanitizer runtimes leave symbols for the final link.
   CXX=${FUZZ_CXX:-clang++} meson setup "$BUILD_DIR" \
     -Dfuzz=true -Dtests=false -Dbenchmarks=false -Ddataplane=disabled \
-    -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false \
+    -Dwerror=true -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false \
     -Dcpp_args="['-fsanitize=fuzzer-no-link','-fno-sanitize-recover=all','-fno-omit-frame-pointer']"
 fi
 ninja -C "$BUILD_DIR" $(for t in $TARGETS; do echo "tests/fuzz/$t"; done)

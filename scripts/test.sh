@@ -8,8 +8,11 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh || exit 1
 
 BUILD_DIR=${BUILD_DIR:-build}
+# Warnings are errors in our own runs (and so in CI), not in a packager's build.
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
-  meson setup "$BUILD_DIR" || exit 1
+  meson setup "$BUILD_DIR" -Dwerror=true || exit 1
+else
+  meson configure "$BUILD_DIR" -Dwerror=true || exit 1
 fi
 ninja -C "$BUILD_DIR" || exit 1
 

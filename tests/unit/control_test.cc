@@ -12,8 +12,8 @@
 #include <fstream>
 #include <string>
 
-#include "../../src/control/config_watch.h"
-#include "../../src/control/neighbor.h"
+#include "control/config_watch.h"
+#include "control/neighbor.h"
 #include "gtest/gtest.h"
 #include "maglb/packet.h"
 #include "maglb/reply.h"

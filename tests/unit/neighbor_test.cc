@@ -9,7 +9,7 @@
 // control thread.
 #include <string>
 
-#include "../../src/control/neighbor.h"
+#include "control/neighbor.h"
 #include "gtest/gtest.h"
 #include "maglb/packet.h"
 #include "packet_builder.h"

@@ -1,8 +1,8 @@
 // The conntrack hash before issue 8 keyed it (fixed public constants), kept
 // for the tests that replay the attacks it allowed and as the benchmarks'
 // baseline. Never used by maglb itself.
-#ifndef MAGLB_TESTS_UNIT_LEGACY_CONNTRACK_HASH_H_
-#define MAGLB_TESTS_UNIT_LEGACY_CONNTRACK_HASH_H_
+#ifndef MAGLB_TESTS_SUPPORT_LEGACY_CONNTRACK_HASH_H_
+#define MAGLB_TESTS_SUPPORT_LEGACY_CONNTRACK_HASH_H_
 
 #include <cstdint>
 
@@ -30,4 +30,4 @@ inline uint64_t LegacyConntrackHash(const FlowKey& key) {
 
 }  // namespace maglb::testing
 
-#endif  // MAGLB_TESTS_UNIT_LEGACY_CONNTRACK_HASH_H_
+#endif  // MAGLB_TESTS_SUPPORT_LEGACY_CONNTRACK_HASH_H_

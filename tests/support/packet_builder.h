@@ -1,8 +1,8 @@
 // Builds test frames byte by byte, with valid lengths and checksums unless a
 // test breaks them on purpose afterwards. Independent of src/core's packet
 // code except for the checksum routine (itself tested against known values).
-#ifndef MAGLB_TESTS_UNIT_PACKET_BUILDER_H_
-#define MAGLB_TESTS_UNIT_PACKET_BUILDER_H_
+#ifndef MAGLB_TESTS_SUPPORT_PACKET_BUILDER_H_
+#define MAGLB_TESTS_SUPPORT_PACKET_BUILDER_H_
 
 #include <cstdint>
 #include <string_view>
@@ -81,4 +81,4 @@ Bytes Frame6(const Ip6& h, const Bytes& l4, const Eth& e = {});
 
 }  // namespace maglb::testing
 
-#endif  // MAGLB_TESTS_UNIT_PACKET_BUILDER_H_
+#endif  // MAGLB_TESTS_SUPPORT_PACKET_BUILDER_H_

@@ -2,8 +2,8 @@
 // production builder must produce identical tables. Written for clarity, not
 // speed: every probe recomputes permutation[i][j] = (offset + j * skip) mod M
 // with 64-bit arithmetic, exactly as the paper's pseudocode indexes it.
-#ifndef MAGLB_TESTS_MAGLEV_REFERENCE_H_
-#define MAGLB_TESTS_MAGLEV_REFERENCE_H_
+#ifndef MAGLB_TESTS_SUPPORT_MAGLEV_REFERENCE_H_
+#define MAGLB_TESTS_SUPPORT_MAGLEV_REFERENCE_H_
 
 #include <cstdint>
 #include <vector>
@@ -18,4 +18,4 @@ std::vector<int> ReferenceMaglevPopulate(const std::vector<BackendSpec>& backend
 
 }  // namespace maglb::testing
 
-#endif  // MAGLB_TESTS_MAGLEV_REFERENCE_H_
+#endif  // MAGLB_TESTS_SUPPORT_MAGLEV_REFERENCE_H_
