@@ -9,7 +9,7 @@ PACKAGES=(
   clang libfuzzer-14-dev libclang-rt-14-dev
   libdpdk-dev dpdk-dev
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libtomlplusplus-dev
+  libtomlplusplus-dev nlohmann-json3-dev
   iproute2 ethtool nftables procps psmisc curl iputils-ping
   python3 python3-scapy python3-xxhash tshark
   gnuplot-nox
