@@ -1,23 +1,26 @@
-// The control thread: owns the running configuration, reloads it when the
-// file changes (inotify) or on SIGHUP (parsed and built on a helper thread,
-// ReloadBuilder, so that nothing else waits), resolves next hops by ARP/ND,
-// and publishes every new snapshot to the workers (SnapshotPublisher). It also
-// answers telemetry (telemetry.h) from what it owns.
+// The control thread: an event loop (event_loop.h) running one task per job
+// (control_task.h): ReloadTask publishes the snapshots (generation 1, then a
+// reload when the config file changes or on SIGHUP, built on a helper
+// thread), NeighborTask resolves next hops by ARP/ND and feeds them into the
+// snapshots through SnapshotInputs. The controller owns the loop, the tasks
+// and what they count, routes the signals (SIGHUP: reload; SIGINT, SIGTERM:
+// stop), and answers telemetry (telemetry.h) from what it owns.
 #ifndef MAGLB_CONTROL_CONTROLLER_H_
 #define MAGLB_CONTROL_CONTROLLER_H_
 
-#include <array>
-#include <atomic>
-#include <cstdint>
 #include <memory>
-#include <optional>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "control/config_watch.h"
-#include "control/neighbor.h"
+#include "control/control_stats.h"
+#include "control/control_task.h"
+#include "control/event_loop.h"
+#include "control/neighbor_task.h"
 #include "control/reload_builder.h"
+#include "control/reload_task.h"
+#include "control/snapshot_inputs.h"
 #include "dataplane/port.h"
 #include "dataplane/snapshot.h"
 #include "dataplane/worker_loop.h"
@@ -27,20 +30,6 @@
 struct rte_ring;
 
 namespace maglb {
-
-/// What the control plane counts (guarded by SnapshotPublisher::mutex()).
-struct ControlStats {
-  uint64_t reloads_ok = 0;
-  uint64_t reloads_refused = 0;
-  uint64_t reloads_unchanged = 0;
-  std::string last_refusal;  ///< empty if the last reload succeeded
-  uint64_t neighbor_updates = 0;
-  std::array<uint64_t, kNumNeighborIgnores> neighbor_ignored{};  ///< by NeighborIgnore
-  uint64_t arp_requests_sent = 0;
-  uint64_t nd_requests_sent = 0;
-  uint64_t control_frames = 0;  ///< ARP/ND frames the workers passed up
-  uint64_t started_ns = 0;
-};
 
 struct ControllerOptions {
   std::string config_path;
@@ -63,13 +52,13 @@ class Controller {
   /// Publishes generation 1 from `config`. Fails if its tables cannot be built.
   absl::Status Start(const Config& config);
 
-  /// Runs until SIGINT/SIGTERM. Returns the name of the signal that stopped it.
-  /// A reload build still running then is asked to stop and waited for at
-  /// most kShutdownBuildWaitMs, then abandoned.
+  /// Runs the loop until SIGINT/SIGTERM, then stops the tasks. Returns the
+  /// name of the signal that stopped it. A reload build still running then is
+  /// asked to stop and waited for at most kShutdownBuildWaitMs, then abandoned.
   std::string Run();
 
   // --- For telemetry (any thread). Each takes the publisher's mutex. ---
-  /// Calls f(state, totals, control stats) under the lock.
+  /// Calls f(state, totals, control stats, options) under the lock.
   template <typename F>
   void WithView(F&& f) {
     std::lock_guard<std::mutex> lock(options_.publisher->mutex());
@@ -80,33 +69,18 @@ class Controller {
   }
 
  private:
-  // A reload was asked for: built at the end of the loop's pass, or after
-  // the running build (whose result is then stale and dropped).
-  void RequestReload(const char* why);
-  void StartBuild();
-  // The helper thread's result: publish it, refuse it, or build again.
-  void FinishBuild();
-  void RefuseReload(const std::string& why, const std::string& msg, const LbState& current);
-  void HandleControlFrames(uint64_t now_ns);
-  void SendNeighborRequests(uint64_t now_ns);
-  void RepublishNeighbors();
-  NeighborResolver Resolver();
-  bool Transmit(const uint8_t* frame, size_t len);
+  // Reads the signalfd: SIGHUP asks for a reload, SIGINT/SIGTERM stop the loop.
+  void HandleSignals();
 
   ControllerOptions options_;
-  std::optional<ConfigWatch> watch_;
-  NeighborTable neighbors_;
   ControlStats stats_;  // written under the publisher's mutex
-  std::unique_ptr<ReloadBuilder> builder_;
-  uint64_t reload_seq_ = 0;      // reloads asked for; a build of an older one is stale
-  std::string reload_why_;       // why the newest one was asked for
-  bool build_wanted_ = false;    // the newest one is not being built yet
-  uint64_t neighbor_changes_ = 0;        // neighbour MACs learned or changed
-  uint64_t build_neighbor_changes_ = 0;  // ... when the running build copied the table
+  std::unique_ptr<EventLoop> loop_;
+  SnapshotInputs inputs_;
+  NeighborTask neighbor_task_;
+  ReloadTask reload_task_;
+  std::vector<ControlTask*> tasks_;  // in the order they start
+  std::string stopped_by_;           // the signal that stopped the loop
 };
-
-/// How long a shutdown waits for a reload build in progress.
-inline constexpr int kShutdownBuildWaitMs = 500;
 
 }  // namespace maglb
 

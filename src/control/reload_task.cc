@@ -1,0 +1,159 @@
+#include "control/reload_task.h"
+
+#include <sys/epoll.h>
+
+#include <chrono>
+
+#include "absl/strings/str_format.h"
+#include "control/log.h"
+
+namespace maglb {
+
+absl::Status ReloadTask::PublishFirst(const Config& config) {
+  absl::StatusOr<std::unique_ptr<const LbState>> state =
+      BuildLbState(config, nullptr, options_.inputs->Capture());
+  if (!state.ok()) {
+    return absl::Status(state.status().code(),
+                        absl::StrFormat("%s: %s", config.source, std::string(state.status().message())));
+  }
+  options_.publisher->Publish(*std::move(state));
+  options_.inputs->ConfigPublished(*options_.publisher->Current());
+  return absl::OkStatus();
+}
+
+absl::Status ReloadTask::Start(EventLoop& loop) {
+  loop_ = &loop;
+  absl::StatusOr<std::unique_ptr<ReloadBuilder>> builder = ReloadBuilder::Create(options_.build);
+  if (!builder.ok()) return builder.status();
+  builder_ = *std::move(builder);
+  absl::Status added = loop.AddFd(builder_->fd(), EPOLLIN, [this](uint32_t) {
+    FinishBuild();
+    if (build_wanted_ && !builder_->busy()) StartBuild();  // a newer change came meanwhile
+  });
+  if (!added.ok()) return added;
+  absl::StatusOr<ConfigWatch> watch = ConfigWatch::Create(options_.config_path);
+  if (watch.ok()) {
+    watch_.emplace(*std::move(watch));
+    // Every complete write, rename or removal is one reload attempt: a file
+    // that is missing or unreadable is refused (logged, counted) like a bad one.
+    added = loop.AddFd(watch_->fd(), EPOLLIN, [this](uint32_t) {
+      if (watch_->ConsumeEvents()) Request("file changed");
+    });
+    if (!added.ok()) return added;
+  } else {
+    LogLine(absl::StrFormat("warning: %s; reload with SIGHUP only",
+                            std::string(watch.status().message())));
+  }
+  options_.inputs->SetRepublish([this] { Republish(); });
+  return absl::OkStatus();
+}
+
+void ReloadTask::Stop() {
+  if (builder_ && builder_->busy() &&
+      !builder_->Abandon(std::chrono::milliseconds(kShutdownBuildWaitMs))) {
+    LogLine(absl::StrFormat("stopping with a reload (%s) still building: abandoned", reload_why_));
+  }
+}
+
+void ReloadTask::Request(const char* why) {
+  ++reload_seq_;
+  reload_why_ = why;
+  build_wanted_ = true;
+  // Started when this pass's events are handled (the triggers of one pass
+  // make one build), or after the running build, whose result is then stale.
+  if (!builder_->busy() && start_timer_ == 0) {
+    start_timer_ = loop_->AddTimer(std::chrono::nanoseconds(0), [this] {
+      start_timer_ = 0;
+      if (build_wanted_ && !builder_->busy()) StartBuild();
+    });
+  }
+}
+
+// Counts and logs a refused reload; the running state stays as it is.
+void ReloadTask::RefuseReload(const std::string& why, const std::string& msg,
+                              const LbState& current) {
+  {
+    std::lock_guard<std::mutex> lock(options_.publisher->mutex());
+    ++options_.stats->reloads_refused;
+    options_.stats->last_refusal = msg;
+  }
+  LogLine(absl::StrFormat("reload (%s) refused: %s; still serving generation %u", why, msg,
+                          current.generation()));
+}
+
+void ReloadTask::StartBuild() {
+  build_wanted_ = false;
+  const LbState* current = options_.publisher->Current();
+  BuildJob job;
+  job.seq = reload_seq_;
+  job.why = reload_why_;
+  job.config_path = options_.config_path;
+  // The helper thread reads copies: the loop may publish (and free)
+  // snapshots and learn inputs meanwhile. Copying shares tables.
+  job.previous = std::make_shared<const LbState>(*current);
+  job.options = options_.inputs->Capture();
+  build_inputs_version_ = options_.inputs->version();
+  builder_->Start(std::move(job));
+}
+
+void ReloadTask::FinishBuild() {
+  std::optional<BuildResult> result = builder_->Take();
+  if (!result) return;
+  const LbState* current = options_.publisher->Current();
+  if (result->job.seq != reload_seq_) {
+    // A newer change came while this one was built: only the newest is
+    // published (or refused).
+    LogLine(absl::StrFormat("reload (%s): superseded by a newer change (%s) while building; "
+                            "building that",
+                            result->job.why, reload_why_));
+    return;  // build_wanted_ is set: the caller starts it
+  }
+  if (!result->state.ok()) {
+    RefuseReload(result->job.why, std::string(result->state.status().message()), *current);
+    return;
+  }
+  std::unique_ptr<const LbState> next = *std::move(result->state);
+  // The packet buffers were sized from the MTU at start (port.cc); frames of
+  // a larger MTU would not fit them and every one would be dropped.
+  const LbConfig& lb = next->config().lb;
+  if (options_.port.max_mtu != 0 && lb.mtu > options_.port.max_mtu) {
+    RefuseReload(result->job.why,
+                 absl::StrFormat("%s:%d: lb.mtu: %u is above %u, the largest MTU the packet "
+                                 "buffers sized at start (for mtu %u) hold; raising it needs a "
+                                 "restart",
+                                 result->job.config_path, lb.mtu_line, lb.mtu,
+                                 options_.port.max_mtu, current->config().lb.mtu),
+                 *current);
+    return;
+  }
+  if (options_.inputs->version() != build_inputs_version_) {
+    next = options_.inputs->Reapply(*next);  // an input changed during the build
+  }
+  const LbStateChange& change = next->change();
+  // Conntrack tables are sized and timed once, at start (no allocation later).
+  const ConntrackConfig& a = next->config().conntrack;
+  const ConntrackConfig& b = current->config().conntrack;
+  bool conntrack_changed = a.capacity != b.capacity ||
+                           a.tcp_established_timeout_s != b.tcp_established_timeout_s ||
+                           a.tcp_closing_timeout_s != b.tcp_closing_timeout_s ||
+                           a.tcp_syn_timeout_s != b.tcp_syn_timeout_s ||
+                           a.udp_timeout_s != b.udp_timeout_s || a.proven_protect_s != b.proven_protect_s;
+  std::string summary = change.ToString();
+  {
+    std::lock_guard<std::mutex> lock(options_.publisher->mutex());
+    ++options_.stats->reloads_ok;
+    if (change.empty()) ++options_.stats->reloads_unchanged;
+    options_.stats->last_refusal.clear();
+  }
+  options_.publisher->Publish(std::move(next));
+  LogLine(absl::StrFormat("reload (%s): %s%s", result->job.why, summary,
+                          conntrack_changed ? "; [conntrack] changes apply at the next restart" : ""));
+  options_.inputs->ConfigPublished(*options_.publisher->Current());
+}
+
+void ReloadTask::Republish() {
+  const LbState* current = options_.publisher->Current();
+  options_.publisher->Publish(options_.inputs->Reapply(*current));
+}
+
+}  // namespace maglb
