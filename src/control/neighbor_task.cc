@@ -19,12 +19,17 @@ constexpr unsigned kMaxControlFramesPerPass = 64;
 
 }  // namespace
 
+void NeighborTask::Pass() {
+  const uint64_t now = NowNs();
+  HandleControlFrames(now);
+  SendRequests(now);
+}
+
 absl::Status NeighborTask::Start(EventLoop& loop) {
-  loop.AddPeriodic(kNeighborPollInterval, [this] {
-    const uint64_t now = NowNs();
-    HandleControlFrames(now);
-    SendRequests(now);
-  });
+  // The first pass as soon as the loop runs: the first requests go out at
+  // once, before any answer can come.
+  loop.AddTimer(std::chrono::nanoseconds(0), [this] { Pass(); });
+  loop.AddPeriodic(kNeighborPollInterval, [this] { Pass(); });
   started_ = true;
   return absl::OkStatus();
 }

@@ -45,6 +45,7 @@ class NeighborTask : public ControlTask, public SnapshotInputSource {
   void ConfigPublished(const LbState& state) override;
 
  private:
+  void Pass();
   void HandleControlFrames(uint64_t now_ns);
   void SendRequests(uint64_t now_ns);
   bool Transmit(const uint8_t* frame, size_t len);
