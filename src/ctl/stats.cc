@@ -18,13 +18,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "maglb/exit_codes.h"
 
 namespace maglb {
 namespace {
 
-constexpr int kExitOk = 0;
-constexpr int kExitError = 1;
-constexpr int kExitUsage = 2;
 constexpr int kReplyTimeoutMs = 2000;
 constexpr size_t kMaxReply = 1 << 20;
 
@@ -262,7 +260,7 @@ constexpr int kPageAttempts = 3;
 // fingerprint changed) starts over. Returns a null Json if the VIP is gone.
 absl::StatusOr<Json> FetchVip(TelemetryClient& client, const std::string& name) {
   for (int attempt = 0; attempt < kPageAttempts; ++attempt) {
-    absl::StatusOr<Json> first = client.Query("/maglb/vip," + name, nullptr);
+    absl::StatusOr<Json> first = client.Query(absl::StrCat("/maglb/vip,", name), nullptr);
     if (!first.ok() || first->type != Json::kObject) return first;
     const Json* total = first->Get("backend_total");
     if (total == nullptr) return first;  // an older maglb: one reply is all there is
@@ -295,8 +293,9 @@ absl::StatusOr<Json> FetchVip(TelemetryClient& client, const std::string& name) 
       have += page_names->items.size();
     }
     if (restart) continue;
+    // assign(1, '0'), not = "0": GCC 12 at -O3 warns -Wrestrict on the latter (a false positive).
     for (auto& [k, v] : merged.fields) {
-      if (k == "backend_offset") v.str = "0", v.number = 0;
+      if (k == "backend_offset") v.str.assign(1, '0'), v.number = 0;
     }
     return merged;
   }
