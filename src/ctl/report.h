@@ -60,7 +60,7 @@ Column FixedColumn(std::string name, Align align, size_t width);
 
 struct Table {
   std::string id;     ///< a stable key for scripts (JSON only)
-  std::string title;  ///< the table's first line
+  std::string title;  ///< the table's first line (none when empty)
   std::vector<std::string> notes;   ///< lines between the title and the columns
   std::vector<Column> columns;      ///< none: no heading line, no rows
   std::vector<std::vector<Cell>> rows;
