@@ -36,14 +36,12 @@
 #include "dataplane/snapshot.h"
 #include "dataplane/worker_loop.h"
 #include "maglb/config.h"
+#include "maglb/exit_codes.h"
 #include "maglb/pipeline.h"
 
 namespace maglb {
 namespace {
 
-constexpr int kExitOk = 0;
-constexpr int kExitError = 1;
-constexpr int kExitUsage = 2;
 constexpr unsigned kControlRingSize = 1024;
 constexpr const char* kDefaultEalLogLevel = "--log-level=lib.eal:error";
 
