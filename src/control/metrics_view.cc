@@ -40,7 +40,7 @@ uint64_t MetricsView::Sum(MetricId id) const {
         for (k.reason = 0; k.reason < m.reasons().size(); ++k.reason) sum += Read(m.id, k);
         break;
       case MetricLabels::kWorker:
-        for (k.worker = 0; k.worker < totals.conntrack_occupied.size(); ++k.worker) {
+        for (k.worker = 0; k.worker < worker_count(); ++k.worker) {
           sum += Read(m.id, k);
         }
         break;

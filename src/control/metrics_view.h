@@ -31,6 +31,7 @@ class MetricsView {
   const ControlStats& control;
   const ControllerOptions& options;
   const uint64_t now_ns;
+  size_t worker_count() const { return totals.conntrack_occupied.size(); }
   /// A loop counter summed over the workers.
   uint64_t Loop(Counter LoopCounters::*counter) const;
   uint64_t Local(LocalCounter c) const { return totals.local[static_cast<size_t>(c)]; }

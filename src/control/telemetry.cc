@@ -88,7 +88,7 @@ int CmdStats(const char*, const char*, rte_tel_data* d) {
         case MetricLabels::kWorker: {
           rte_tel_data* per_worker = rte_tel_data_alloc();
           rte_tel_data_start_array(per_worker, RTE_TEL_U64_VAL);
-          for (k.worker = 0; k.worker < t.conntrack_occupied.size(); ++k.worker) {
+          for (k.worker = 0; k.worker < view.worker_count(); ++k.worker) {
             rte_tel_data_add_array_u64(per_worker, view.Read(m.id, k));
           }
           rte_tel_data_add_dict_u64(d, std::string(m.name).c_str(), view.Sum(m.id));

@@ -34,10 +34,13 @@ using Json = nlohmann::ordered_json;
 
 // A number field (0 if absent or not a number: an older maglb), a string
 // field ("" likewise).
+uint64_t AsU64(const Json& x) {
+  if (!x.is_number()) return 0;
+  return x.is_number_float() ? static_cast<uint64_t>(x.get<double>()) : x.get<uint64_t>();
+}
 uint64_t U64(const Json& j, std::string_view key) {
   auto it = j.find(std::string(key));
-  if (it == j.end() || !it->is_number()) return 0;
-  return it->is_number_float() ? static_cast<uint64_t>(it->get<double>()) : it->get<uint64_t>();
+  return it != j.end() ? AsU64(*it) : 0;
 }
 std::string Str(const Json& j, std::string_view key) {
   auto it = j.find(std::string(key));
@@ -139,7 +142,6 @@ const std::vector<std::string>& BackendArrays() {
 constexpr int kPageAttempts = 3;
 
 size_t ArraySize(const Json* a) { return a != nullptr && a->is_array() ? a->size() : 0; }
-uint64_t AsU64(const Json& x) { return x.is_number_unsigned() || x.is_number_integer() ? x.get<uint64_t>() : 0; }
 
 // One VIP with all its backends: /maglb/vip answers a page at a time
 // (DPDK's reply holds 16 KB and an array 512 entries), so the pages are
