@@ -261,7 +261,8 @@ absl::StatusOr<Ports> SetUpPorts(const AppArgs& args, uint16_t worker_lcores, ui
   return ports;
 }
 
-// What the workers and the control thread share.
+// What the workers and the control thread share. Goes before the ports: its
+// rings may hold buffers of their pools.
 struct DataPlane {
   std::unique_ptr<SnapshotPublisher> publisher;
   UniqueMbufRing to_control;    // workers -> control thread (ARP/ND frames)
@@ -458,6 +459,9 @@ absl::Status RunControlLoop(const AppArgs& args, const Config& config, int signa
     rx += w->counters().rx_packets.value();
     tx += w->counters().tx_packets.value();
   }
+  // The rings may hold buffers of the ports' pools, which Close frees.
+  dp.to_control.reset();
+  dp.from_control.reset();
   ports.Close();
   LogLine(absl::StrFormat("stopped on %s: %u packets received, %u sent", why, rx, tx));
   {
