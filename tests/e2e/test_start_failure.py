@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 import lbtest
 
@@ -28,17 +27,27 @@ def run_maglb(tmp, name, vdev, config, fault=None, stop_after_start=False):
         env["MAGLB_FAULT"] = fault
     cmd = [lbtest.MAGLB, "--no-huge", "--no-pci", "-m", "64", "-l", "0,1", "--file-prefix", prefix,
            vdev, "--", "--config", config, "--idle-sleep-us", "50"]
+    p = None
     try:
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        out = ""
         if stop_after_start:
-            time.sleep(3)
-            p.send_signal(signal.SIGTERM)
-        out, _ = p.communicate(timeout=30)
+            # SIGTERM once it serves (signals are blocked for its signalfd by then).
+            for line in p.stdout:
+                out += line
+                if "maglb: started:" in line:
+                    p.send_signal(signal.SIGTERM)
+                    break
+        rest, _ = p.communicate(timeout=30)
+        out += rest
         run_dir = os.path.join(lbtest.DPDK_RUN_DIR, prefix)
         mp_socket_left = os.path.exists(os.path.join(run_dir, "mp_socket"))
         calls = open(log_path).read().split() if os.path.exists(log_path) else []
         return p.returncode, out, calls, mp_socket_left
     finally:
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait()
         shutil.rmtree(os.path.join(lbtest.DPDK_RUN_DIR, prefix), ignore_errors=True)
 
 
