@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "report.h"
 #include "maglb/exit_codes.h"
 #include "maglb/metrics.h"
 #include "nlohmann/json.hpp"
@@ -281,74 +282,94 @@ void RenderJson(const std::string& stats_raw, const std::vector<VipDetail>& vips
               absl::StrJoin(details, ", ").c_str());
 }
 
-// The table output. Metric names come from the list (maglb/metrics.h).
-void RenderTable(const Json& stats, const std::vector<VipDetail>& vips, const std::string& vip_gap) {
+// The table output, through maglbctl's report writer: the totals as one
+// table of lines, then a table per VIP. Metric names come from the list
+// (maglb/metrics.h).
+report::Report TableReport(const Json& stats, const std::vector<VipDetail>& vips,
+                           const std::string& vip_gap) {
   using enum MetricId;
-  auto n = [&](MetricId id) { return static_cast<unsigned long long>(U64(stats, id)); };
-  std::printf("maglb: generation %llu, up %llus, %llu worker(s); port %s\n", n(kGeneration),
-              n(kUptime), n(kWorkers), Str(stats, "port").c_str());
-  std::printf("  rx %llu packets %llu bytes; tx %llu packets %llu bytes; dropped %llu\n",
-              n(kRxPackets), n(kRxBytes), n(kTxPackets), n(kTxBytes), n(kDropped));
+  report::Report out;
+  out.blank_line_after_each = false;
+  out.row_indent = " ";
+  auto n = [&](MetricId id) { return U64(stats, id); };
+  report::Table& totals = out.tables.emplace_back();
+  totals.id = "totals";
+  totals.title = absl::StrFormat("maglb: generation %u, up %us, %u worker(s); port %s", n(kGeneration),
+                                 n(kUptime), n(kWorkers), Str(stats, "port"));
+  totals.notes.push_back(absl::StrFormat("rx %u packets %u bytes; tx %u packets %u bytes; dropped %u",
+                                         n(kRxPackets), n(kRxBytes), n(kTxPackets), n(kTxBytes),
+                                         n(kDropped)));
   std::vector<std::string> local;  // what the LB answered or made itself, and TX losses
   std::vector<std::string_view> local_names(std::begin(kLocalCounterLabels), std::end(kLocalCounterLabels));
   local_names.push_back(GetMetric(kTxFull).name);
   for (std::string_view k : local_names) {
     if (uint64_t v = U64(stats, k); v != 0) local.push_back(absl::StrFormat("%s=%u", k, v));
   }
-  std::printf("  drops: %s\n", NonZeroReasons(stats, kDrop).c_str());
-  std::printf("  local: %s\n", local.empty() ? "none" : absl::StrJoin(local, " ").c_str());
-  std::printf("  neighbors: %llu updates, %llu ARP / %llu ND requests sent; ignored: %s\n",
-              n(kNeighborUpdates), n(kArpRequestsSent), n(kNdRequestsSent),
-              NonZeroReasons(stats, kNeighborIgnored).c_str());
+  totals.notes.push_back(absl::StrCat("drops: ", NonZeroReasons(stats, kDrop)));
+  totals.notes.push_back(absl::StrCat("local: ", local.empty() ? "none" : absl::StrJoin(local, " ")));
+  totals.notes.push_back(absl::StrFormat("neighbors: %u updates, %u ARP / %u ND requests sent; ignored: %s",
+                                         n(kNeighborUpdates), n(kArpRequestsSent), n(kNdRequestsSent),
+                                         NonZeroReasons(stats, kNeighborIgnored)));
   std::vector<std::string> per_worker;
   if (const Json* a = Get(stats, PerWorkerKey(GetMetric(kConntrackOccupied))); ArraySize(a) != 0) {
     for (const Json& v : *a) per_worker.push_back(Num(AsU64(v)));
   }
-  std::printf("  conntrack: %llu flows (per worker: %s; capacity %llu each), evictions %llu, "
-              "untracked %llu, repinned %llu\n",
-              n(kConntrackOccupied), absl::StrJoin(per_worker, " ").c_str(), n(kConntrackCapacity),
-              n(kConntrackEvictions), n(kConntrackUntracked), n(kConntrackRepinned));
+  totals.notes.push_back(absl::StrFormat(
+      "conntrack: %u flows (per worker: %s; capacity %u each), evictions %u, untracked %u, repinned %u",
+      n(kConntrackOccupied), absl::StrJoin(per_worker, " "), n(kConntrackCapacity), n(kConntrackEvictions),
+      n(kConntrackUntracked), n(kConntrackRepinned)));
   const std::string last_refusal = Str(stats, "last_refusal");
-  std::printf("  reloads: %llu ok, %llu refused%s%s\n", n(kReloadsOk), n(kReloadsRefused),
-              last_refusal.empty() ? "" : "; last refusal: ", last_refusal.c_str());
+  totals.notes.push_back(absl::StrFormat("reloads: %u ok, %u refused%s%s", n(kReloadsOk), n(kReloadsRefused),
+                                         last_refusal.empty() ? "" : "; last refusal: ", last_refusal));
   for (const auto& [vip_name, v] : vips) {
-    auto vn = [&](MetricId id) { return static_cast<unsigned long long>(VipU64(v, id)); };
-    std::printf("\nvip \"%s\" %s %s/%llu %s  fingerprint %s  packets %llu bytes %llu new flows %llu\n",
-                Str(v, "name").c_str(), Str(v, "address").c_str(), Str(v, "protocol").c_str(),
-                static_cast<unsigned long long>(U64(v, "port")), Str(v, "forwarding").c_str(),
-                Str(v, "fingerprint").c_str(), vn(kVipPackets), vn(kVipBytes), vn(kVipNewFlows));
+    auto vn = [&](MetricId id) { return VipU64(v, id); };
+    report::Table& t = out.tables.emplace_back();
+    t.id = absl::StrCat("vip:", vip_name);
+    t.title = absl::StrFormat("vip \"%s\" %s %s/%u %s  fingerprint %s  packets %u bytes %u new flows %u",
+                              Str(v, "name"), Str(v, "address"), Str(v, "protocol"), U64(v, "port"),
+                              Str(v, "forwarding"), Str(v, "fingerprint"), vn(kVipPackets), vn(kVipBytes),
+                              vn(kVipNewFlows));
     if (vn(kVipBoundedLoadPassed) != 0 || vn(kVipBoundedLoadOver) != 0) {
-      std::printf("  bounded load: %llu new flows passed on from their first choice, %llu found no "
-                  "backend below the bound\n",
-                  vn(kVipBoundedLoadPassed), vn(kVipBoundedLoadOver));
+      t.notes.push_back(absl::StrFormat(
+          "bounded load: %u new flows passed on from their first choice, %u found no backend below the bound",
+          vn(kVipBoundedLoadPassed), vn(kVipBoundedLoadOver)));
     }
-    std::printf("  %-20s %-28s %7s %8s %12s %14s %10s %9s\n", "backend", "address", "weight",
-                "entries", "packets", "bytes", "new_flows", "next_hop");
+    using report::Align;
+    t.columns = {report::FixedColumn("backend", Align::kLeft, 20),
+                 report::FixedColumn("address", Align::kLeft, 28),
+                 report::FixedColumn("weight", Align::kRight, 7),
+                 report::FixedColumn("entries", Align::kRight, 8),
+                 report::FixedColumn("packets", Align::kRight, 12),
+                 report::FixedColumn("bytes", Align::kRight, 14),
+                 report::FixedColumn("new_flows", Align::kRight, 10),
+                 report::FixedColumn("next_hop", Align::kRight, 9)};
     // A value the reply lacks prints as "?", never as a blank or a zero.
-    auto at = [&](std::string_view key, size_t i) -> std::string {
+    auto at = [&](std::string_view key, size_t i) -> report::Cell {
       const Json* a = Get(v, key);
-      if (ArraySize(a) <= i) return "?";
+      if (ArraySize(a) <= i) return report::Str("?");
       const Json& x = (*a)[i];
-      return x.is_string() ? x.get<std::string>() : x.is_number() ? x.dump() : "?";
+      return report::Str(x.is_string() ? x.get<std::string>() : x.is_number() ? x.dump() : "?");
     };
     auto backend = [&](MetricId id, size_t i) { return at(GetMetric(id).name, i); };
     size_t rows = ArraySize(Get(v, "backend_names"));
     if (Get(v, "backend_total") != nullptr) rows = U64(v, "backend_total");
     for (size_t i = 0; i < rows; ++i) {
-      std::string nh = backend(kBackendNextHopResolved, i);
-      std::printf("  %-20s %-28s %7s %8s %12s %14s %10s %9s\n", at("backend_names", i).c_str(),
-                  at("backend_addresses", i).c_str(), backend(kBackendWeights, i).c_str(),
-                  backend(kBackendTableEntries, i).c_str(), backend(kBackendPackets, i).c_str(),
-                  backend(kBackendBytes, i).c_str(), backend(kBackendNewFlows, i).c_str(),
-                  nh == "?" ? "?" : nh != "0" ? "resolved" : "PENDING");
+      std::string nh = backend(kBackendNextHopResolved, i).text;
+      t.rows.push_back({at("backend_names", i), at("backend_addresses", i), backend(kBackendWeights, i),
+                        backend(kBackendTableEntries, i), backend(kBackendPackets, i),
+                        backend(kBackendBytes, i), backend(kBackendNewFlows, i),
+                        report::Str(nh == "?" ? "?" : nh != "0" ? "resolved" : "PENDING")});
     }
     if (std::string gaps = VipGaps(v); !gaps.empty()) {
-      std::printf("  INCOMPLETE: the reply lacks values (%s); \"?\" marks them\n", gaps.c_str());
+      t.footer.push_back(absl::StrFormat("INCOMPLETE: the reply lacks values (%s); \"?\" marks them", gaps));
     }
   }
   if (!vip_gap.empty()) {
-    std::printf("\nINCOMPLETE: VIPs are missing from this list (%s)\n", vip_gap.c_str());
+    report::Table& missing = out.tables.emplace_back();
+    missing.id = "vip_list";
+    missing.title = absl::StrFormat("INCOMPLETE: VIPs are missing from this list (%s)", vip_gap);
   }
+  return out;
 }
 
 }  // namespace
@@ -419,7 +440,7 @@ int CmdStats(int argc, char** argv) {
   if (format == "json") {
     RenderJson(stats_raw, details);
   } else {
-    RenderTable(*stats, details, vips->gap);
+    report::Print(TableReport(*stats, details, vips->gap), report::Format::kText);
   }
   return rc;
 }
