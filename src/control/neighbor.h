@@ -19,6 +19,7 @@
 
 #include "maglb/config.h"
 #include "maglb/ip_address.h"
+#include "maglb/neighbor_ignore.h"
 #include "maglb/packet.h"
 
 namespace maglb {
@@ -44,30 +45,7 @@ inline constexpr uint64_t kNeighborAnswerWindowNs = 3'000'000'000;
 /// Ignored frames are logged at most once per reason per this interval.
 inline constexpr uint64_t kNeighborLogIntervalNs = 10'000'000'000;
 
-/// Why an ARP reply or neighbour advertisement taught nothing, as an X-macro:
-/// X(enum_name, "counter name", "what an operator reads in the log").
-#define MAGLB_FOREACH_NEIGHBOR_IGNORE(X)                                                    \
-  X(kNotAsked, "not_asked", "not asked for")                                               \
-  X(kStatic, "static", "the address has a static [[neighbor]] entry")                      \
-  X(kUnsolicited, "unsolicited", "differs from the known MAC: the LB asks to verify it")       \
-  X(kUnconfirmed, "unconfirmed", "differs from the known MAC: taken if the next request's answers agree") \
-  X(kConflict, "conflict", "two MACs answered one request: the known one is kept, or none")  \
-  X(kNoOverride, "no_override", "override flag clear and the MAC differs from the known one") \
-  X(kBadMac, "bad_mac", "multicast, broadcast or zero MAC")                                 \
-  X(kMacMismatch, "mac_mismatch", "the Ethernet source differs from the advertised MAC")    \
-  X(kBadFlags, "bad_flags", "solicited flag set on an advertisement to a multicast group")
-
-enum class NeighborIgnore : uint8_t {
-#define MAGLB_NEIGHBOR_IGNORE_ENUM(name, str, why) name,
-  MAGLB_FOREACH_NEIGHBOR_IGNORE(MAGLB_NEIGHBOR_IGNORE_ENUM)
-#undef MAGLB_NEIGHBOR_IGNORE_ENUM
-};
-
-inline constexpr size_t kNumNeighborIgnores = 0
-#define MAGLB_NEIGHBOR_IGNORE_COUNT(name, str, why) +1
-    MAGLB_FOREACH_NEIGHBOR_IGNORE(MAGLB_NEIGHBOR_IGNORE_COUNT)
-#undef MAGLB_NEIGHBOR_IGNORE_COUNT
-    ;
+// Why a claim taught nothing: NeighborIgnore (maglb/neighbor_ignore.h).
 
 /// The counter name of a reason, e.g. "bad_mac" (telemetry:
 /// neighbor_ignored_bad_mac).

@@ -6,8 +6,11 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_format.h"
+#include "control/metrics_view.h"
+#include "maglb/metrics.h"
 
 namespace maglb {
 
@@ -56,6 +59,11 @@ void AddString(rte_tel_data* d, const char* name, const std::string& s) {
   rte_tel_data_add_dict_string(d, name, s.substr(0, RTE_TEL_MAX_STRING_LEN - 1).c_str());
 }
 
+// Labels whose values /maglb/stats shows; VIP and backend metrics are /maglb/vip's.
+bool InStats(const MetricInfo& m) {
+  return m.labels.kind != MetricLabels::kVip && m.labels.kind != MetricLabels::kVipBackend;
+}
+
 int CmdStats(const char*, const char*, rte_tel_data* d) {
   ControllerRef ref;  // shutdown waits for it
   Controller* controller = ref.get();
@@ -63,67 +71,37 @@ int CmdStats(const char*, const char*, rte_tel_data* d) {
   rte_tel_data_start_dict(d);
   controller->WithView([&](const LbState& state, const CounterTotals& t, const ControlStats& cs,
                              const ControllerOptions& opt) {
-    rte_tel_data_add_dict_u64(d, "generation", state.generation());
-    rte_tel_data_add_dict_u64(d, "uptime_s", (NowNs() - cs.started_ns) / 1'000'000'000u);
-    rte_tel_data_add_dict_u64(d, "workers", opt.workers.size());
-    rte_tel_data_add_dict_u64(d, "rx_packets", t.rx_packets);
-    rte_tel_data_add_dict_u64(d, "rx_bytes", t.rx_bytes);
-    rte_tel_data_add_dict_u64(d, "tx_packets", t.tx_packets);
-    rte_tel_data_add_dict_u64(d, "tx_bytes", t.tx_bytes);
-    uint64_t dropped = 0;
-    for (uint64_t v : t.drops) dropped += v;
-    uint64_t tx_full = 0, multiseg = 0, control_full = 0, extra_alloc_fail = 0, no_snapshot = 0;
-    uint64_t steer_full = 0;
-    for (const LoopCounters* lc : opt.loop_counters) {
-      tx_full += lc->tx_full.value();
-      multiseg += lc->rx_multiseg.value();
-      control_full += lc->control_full.value();
-      extra_alloc_fail += lc->extra_alloc_fail.value();
-      no_snapshot += lc->no_snapshot.value();
-      steer_full += lc->steer_full.value();
+    const MetricsView view(state, t, cs, opt, NowNs());
+    for (const MetricInfo& m : Metrics()) {
+      if (!InStats(m)) continue;
+      MetricKey k;
+      switch (m.labels.kind) {
+        case MetricLabels::kNone:
+          rte_tel_data_add_dict_u64(d, std::string(m.name).c_str(), view.Read(m.id));
+          break;
+        case MetricLabels::kReason:
+          for (k.reason = 0; k.reason < m.reasons().size(); ++k.reason) {
+            rte_tel_data_add_dict_u64(d, ReasonKey(m, m.reasons()[k.reason]).c_str(),
+                                      view.Read(m.id, k));
+          }
+          break;
+        case MetricLabels::kWorker: {
+          rte_tel_data* per_worker = rte_tel_data_alloc();
+          rte_tel_data_start_array(per_worker, RTE_TEL_U64_VAL);
+          for (k.worker = 0; k.worker < view.worker_count(); ++k.worker) {
+            rte_tel_data_add_array_u64(per_worker, view.Read(m.id, k));
+          }
+          rte_tel_data_add_dict_u64(d, std::string(m.name).c_str(), view.Sum(m.id));
+          rte_tel_data_add_dict_container(d, PerWorkerKey(m).c_str(), per_worker, 0);
+          break;
+        }
+        case MetricLabels::kVip:
+        case MetricLabels::kVipBackend:
+          break;
+      }
     }
-    // Every frame lost anywhere, by the pipeline or by the loop around it.
-    rte_tel_data_add_dict_u64(d, "dropped", dropped + multiseg + no_snapshot + tx_full + control_full +
-                                                extra_alloc_fail + steer_full);
-    for (size_t i = 0; i < kNumDropReasons; ++i) {
-      std::string name = "drop_" + std::string(DropReasonName(static_cast<DropReason>(i)));
-      rte_tel_data_add_dict_u64(d, name.c_str(), t.drops[i]);
-    }
-    rte_tel_data_add_dict_u64(d, "drop_rx_multiseg", multiseg);
-    rte_tel_data_add_dict_u64(d, "drop_no_snapshot", no_snapshot);
-    rte_tel_data_add_dict_u64(d, "drop_steer_ring_full", steer_full);  // ICMP errors for a busy worker
-    rte_tel_data_add_dict_u64(d, "tx_full", tx_full);
-    rte_tel_data_add_dict_u64(d, "control_ring_full", control_full);
-    rte_tel_data_add_dict_u64(d, "extra_alloc_fail", extra_alloc_fail);
-    for (size_t i = 0; i < kNumLocalCounters; ++i) {
-      rte_tel_data_add_dict_u64(d, std::string(LocalCounterName(static_cast<LocalCounter>(i))).c_str(),
-                                t.local[i]);
-    }
-    rte_tel_data_add_dict_u64(d, "conntrack_untracked", t.untracked);
-    rte_tel_data_add_dict_u64(d, "conntrack_evictions", t.evictions);
-    rte_tel_data_add_dict_u64(d, "conntrack_repinned", t.repinned);
-    uint64_t occupied = 0;
-    rte_tel_data* per_worker = rte_tel_data_alloc();
-    rte_tel_data_start_array(per_worker, RTE_TEL_U64_VAL);
-    for (uint64_t v : t.conntrack_occupied) {
-      occupied += v;
-      rte_tel_data_add_array_u64(per_worker, v);
-    }
-    rte_tel_data_add_dict_u64(d, "conntrack_occupied", occupied);
-    rte_tel_data_add_dict_u64(d, "conntrack_capacity_per_worker",
-                              opt.workers.empty() ? 0 : opt.workers[0]->conntrack().capacity());
-    rte_tel_data_add_dict_container(d, "conntrack_occupied_per_worker", per_worker, 0);
-    rte_tel_data_add_dict_u64(d, "reloads_ok", cs.reloads_ok);
-    rte_tel_data_add_dict_u64(d, "reloads_refused", cs.reloads_refused);
+    // Text, not metrics.
     AddString(d, "last_refusal", cs.last_refusal);
-    rte_tel_data_add_dict_u64(d, "neighbor_updates", cs.neighbor_updates);
-    for (size_t i = 0; i < kNumNeighborIgnores; ++i) {
-      std::string name = "neighbor_ignored_" +
-                         std::string(NeighborIgnoreName(static_cast<NeighborIgnore>(i)));
-      rte_tel_data_add_dict_u64(d, name.c_str(), cs.neighbor_ignored[i]);
-    }
-    rte_tel_data_add_dict_u64(d, "arp_requests_sent", cs.arp_requests_sent);
-    rte_tel_data_add_dict_u64(d, "nd_requests_sent", cs.nd_requests_sent);
     AddString(d, "port", absl::StrFormat("%u %s (%s) %s, %u queues, %s", opt.port.port_id,
                                          opt.port.name, opt.port.driver, opt.port.mac.ToString(),
                                          opt.port.num_queues, opt.port.distribution));
@@ -185,8 +163,8 @@ int CmdVip(const char*, const char* params, rte_tel_data* d) {
   size_t offset = 0;
   int rc = -1;
   rte_tel_data_start_dict(d);
-  controller->WithView([&](const LbState& state, const CounterTotals& t, const ControlStats&,
-                             const ControllerOptions&) {
+  controller->WithView([&](const LbState& state, const CounterTotals& t, const ControlStats& cs,
+                             const ControllerOptions& opt) {
     // "NAME" or "NAME,OFFSET"; a name that itself ends in ",digits" is
     // matched whole first.
     bool whole = false;
@@ -202,7 +180,6 @@ int CmdVip(const char*, const char* params, rte_tel_data* d) {
     for (size_t i = 0; i < state.vips().size(); ++i) {
       const VipState& v = state.vips()[i];
       if (v.name != wanted) continue;
-      const CounterTotals::Vip& c = t.vips[i];
       rc = 0;
       AddString(d, "name", v.name);
       AddString(d, "address", v.address.ToString());
@@ -213,61 +190,58 @@ int CmdVip(const char*, const char* params, rte_tel_data* d) {
       rte_tel_data_add_dict_u64(d, "table_size", v.table->size());
       AddString(d, "fingerprint", Hex(v.fingerprint()));
       rte_tel_data_add_dict_u64(d, "generation", state.generation());
-      rte_tel_data_add_dict_u64(d, "packets", c.counters.packets);
-      rte_tel_data_add_dict_u64(d, "bytes", c.counters.bytes);
-      rte_tel_data_add_dict_u64(d, "new_flows", c.counters.new_flows);
-      rte_tel_data_add_dict_u64(d, "bounded_load_passed", c.bounded_load_passed);
-      rte_tel_data_add_dict_u64(d, "bounded_load_over", c.bounded_load_over);
-      std::vector<uint32_t> entries = v.table->empty() ? std::vector<uint32_t>(v.backends.size(), 0)
-                                                       : v.table->EntryCounts();
+      const MetricsView view(state, t, cs, opt, NowNs());
+      MetricKey k;
+      k.vip = i;
+      std::vector<const MetricInfo*> backend_metrics;
+      for (const MetricInfo& m : Metrics()) {
+        if (m.labels.kind == MetricLabels::kVip) {
+          rte_tel_data_add_dict_u64(d, std::string(VipKey(m)).c_str(), view.Read(m.id, k));
+        } else if (m.labels.kind == MetricLabels::kVipBackend) {
+          backend_metrics.push_back(&m);
+        }
+      }
+      // Per backend: its name and address, then one array per backend metric.
       rte_tel_data* names = rte_tel_data_alloc();
       rte_tel_data* addrs = rte_tel_data_alloc();
-      rte_tel_data* weights = rte_tel_data_alloc();
-      rte_tel_data* slots = rte_tel_data_alloc();
-      rte_tel_data* pkts = rte_tel_data_alloc();
-      rte_tel_data* bytes = rte_tel_data_alloc();
-      rte_tel_data* flows = rte_tel_data_alloc();
-      rte_tel_data* nh = rte_tel_data_alloc();
       rte_tel_data_start_array(names, RTE_TEL_STRING_VAL);
       rte_tel_data_start_array(addrs, RTE_TEL_STRING_VAL);
-      for (rte_tel_data* a : {weights, slots, pkts, bytes, flows, nh}) {
-        rte_tel_data_start_array(a, RTE_TEL_U64_VAL);
+      std::vector<rte_tel_data*> arrays;
+      for (size_t m = 0; m < backend_metrics.size(); ++m) {
+        arrays.push_back(rte_tel_data_alloc());
+        rte_tel_data_start_array(arrays.back(), RTE_TEL_U64_VAL);
       }
       // One page of backends, from `offset`: as many as fit DPDK's array
       // limit and, by their printed length, its reply limit (beyond either
       // DPDK silently drops entries or whole arrays).
       size_t used = 0, count = 0;
-      for (size_t b = offset; b < v.backends.size() && count < RTE_TEL_MAX_ARRAY_ENTRIES; ++b) {
-        const BackendState& bs = v.backends[b];
-        const CounterTotals::Flow& f = c.backends[b].counters;
+      std::vector<uint64_t> values(backend_metrics.size());
+      for (k.backend = offset; k.backend < v.backends.size() && count < RTE_TEL_MAX_ARRAY_ENTRIES;
+           ++k.backend) {
+        const BackendState& bs = v.backends[k.backend];
         const std::string address = bs.target.backend.ToString();
-        const uint64_t slot = b < entries.size() ? entries[b] : 0;
         size_t cost = bs.name.size() + 3 + address.size() + 3;
-        for (uint64_t x : {uint64_t{bs.weight}, slot, f.packets, f.bytes, f.new_flows, uint64_t{1}}) {
-          cost += Digits(x) + 2;
+        for (size_t m = 0; m < backend_metrics.size(); ++m) {
+          values[m] = view.Read(backend_metrics[m]->id, k);
+          cost += Digits(values[m]) + 2;
         }
         if (count > 0 && used + cost > kVipBackendBudget) break;
         used += cost;
         ++count;
         rte_tel_data_add_array_string(names, bs.name.c_str());
         rte_tel_data_add_array_string(addrs, address.c_str());
-        rte_tel_data_add_array_u64(weights, bs.weight);
-        rte_tel_data_add_array_u64(slots, slot);
-        rte_tel_data_add_array_u64(pkts, f.packets);
-        rte_tel_data_add_array_u64(bytes, f.bytes);
-        rte_tel_data_add_array_u64(flows, f.new_flows);
-        rte_tel_data_add_array_u64(nh, bs.next_hop_known ? 1 : 0);
+        for (size_t m = 0; m < backend_metrics.size(); ++m) {
+          rte_tel_data_add_array_u64(arrays[m], values[m]);
+        }
       }
       rte_tel_data_add_dict_u64(d, "backend_total", v.backends.size());
       rte_tel_data_add_dict_u64(d, "backend_offset", offset);
       rte_tel_data_add_dict_container(d, "backend_names", names, 0);
       rte_tel_data_add_dict_container(d, "backend_addresses", addrs, 0);
-      rte_tel_data_add_dict_container(d, "backend_weights", weights, 0);
-      rte_tel_data_add_dict_container(d, "backend_table_entries", slots, 0);
-      rte_tel_data_add_dict_container(d, "backend_packets", pkts, 0);
-      rte_tel_data_add_dict_container(d, "backend_bytes", bytes, 0);
-      rte_tel_data_add_dict_container(d, "backend_new_flows", flows, 0);
-      rte_tel_data_add_dict_container(d, "backend_next_hop_resolved", nh, 0);
+      for (size_t m = 0; m < backend_metrics.size(); ++m) {
+        rte_tel_data_add_dict_container(d, std::string(backend_metrics[m]->name).c_str(),
+                                        arrays[m], 0);
+      }
       break;
     }
   });

@@ -11,6 +11,8 @@
 //                      packets, bytes, new flows, next hop resolved; one page
 //                      of backends from OFFSET, with backend_total and
 //                      backend_offset (replies are capped at 16 KB)
+// Their counters and gauges are the metric list's (maglb/metrics.h), named
+// and read from it.
 #ifndef MAGLB_CONTROL_TELEMETRY_H_
 #define MAGLB_CONTROL_TELEMETRY_H_
 

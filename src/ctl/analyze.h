@@ -7,7 +7,7 @@ namespace maglb {
 /// Runs `maglbctl analyze [--classic] [--config FILE] [--format text|json]
 /// [--plot FILE.png]`; argv holds the arguments after "analyze". Returns the
 /// process exit status.
-int RunAnalyze(int argc, char** argv);
+int CmdAnalyze(int argc, char** argv);
 
 /// The usage lines of the command, for maglbctl's help.
 extern const char kAnalyzeUsage[];

@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -18,137 +17,41 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "report.h"
+#include "maglb/exit_codes.h"
+#include "maglb/metrics.h"
+#include "nlohmann/json.hpp"
 
 namespace maglb {
 namespace {
 
-constexpr int kExitOk = 0;
-constexpr int kExitError = 1;
-constexpr int kExitUsage = 2;
 constexpr int kReplyTimeoutMs = 2000;
 constexpr size_t kMaxReply = 1 << 20;
 
-// A JSON value, as much as telemetry replies need.
-struct Json {
-  enum Type { kNull, kBool, kNumber, kString, kArray, kObject } type = kNull;
-  double number = 0;
-  bool boolean = false;
-  std::string str;  // a string's value; a number's text, exact when printed again
-  std::vector<Json> items;
-  std::vector<std::pair<std::string, Json>> fields;  // in order
+// Replies keep their fields' order (the table lists reasons in it).
+using Json = nlohmann::ordered_json;
 
-  const Json* Get(std::string_view key) const {
-    for (const auto& [k, v] : fields) {
-      if (k == key) return &v;
-    }
-    return nullptr;
-  }
-  uint64_t U64(std::string_view key) const {
-    const Json* v = Get(key);
-    return v != nullptr && v->type == kNumber ? static_cast<uint64_t>(v->number) : 0;
-  }
-  std::string Str(std::string_view key) const {
-    const Json* v = Get(key);
-    return v != nullptr && v->type == kString ? v->str : "";
-  }
-};
-
-class JsonParser {
- public:
-  explicit JsonParser(std::string_view s) : s_(s) {}
-  bool Parse(Json* out) {
-    if (!Value(out, 0)) return false;
-    Skip();
-    return i_ == s_.size();
-  }
-
- private:
-  void Skip() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r')) ++i_;
-  }
-  bool Lit(std::string_view w) {
-    if (s_.substr(i_, w.size()) != w) return false;
-    i_ += w.size();
-    return true;
-  }
-  bool String(std::string* out) {
-    if (i_ >= s_.size() || s_[i_] != '"') return false;
-    ++i_;
-    while (i_ < s_.size() && s_[i_] != '"') {
-      char c = s_[i_++];
-      if (c == '\\' && i_ < s_.size()) {
-        char e = s_[i_++];
-        switch (e) {
-          case 'n': c = '\n'; break;
-          case 't': c = '\t'; break;
-          case 'u': c = '?'; i_ = std::min(s_.size(), i_ + 4); break;
-          default: c = e;
-        }
-      }
-      out->push_back(c);
-    }
-    if (i_ >= s_.size()) return false;
-    ++i_;
-    return true;
-  }
-  bool Value(Json* out, int depth) {
-    if (depth > 32) return false;
-    Skip();
-    if (i_ >= s_.size()) return false;
-    char c = s_[i_];
-    if (c == '{') {
-      out->type = Json::kObject;
-      ++i_;
-      Skip();
-      if (i_ < s_.size() && s_[i_] == '}') return ++i_, true;
-      while (true) {
-        Skip();
-        std::string key;
-        if (!String(&key)) return false;
-        Skip();
-        if (i_ >= s_.size() || s_[i_++] != ':') return false;
-        Json v;
-        if (!Value(&v, depth + 1)) return false;
-        out->fields.emplace_back(std::move(key), std::move(v));
-        Skip();
-        if (i_ < s_.size() && s_[i_] == ',') { ++i_; continue; }
-        if (i_ < s_.size() && s_[i_] == '}') return ++i_, true;
-        return false;
-      }
-    }
-    if (c == '[') {
-      out->type = Json::kArray;
-      ++i_;
-      Skip();
-      if (i_ < s_.size() && s_[i_] == ']') return ++i_, true;
-      while (true) {
-        Json v;
-        if (!Value(&v, depth + 1)) return false;
-        out->items.push_back(std::move(v));
-        Skip();
-        if (i_ < s_.size() && s_[i_] == ',') { ++i_; continue; }
-        if (i_ < s_.size() && s_[i_] == ']') return ++i_, true;
-        return false;
-      }
-    }
-    if (c == '"') {
-      out->type = Json::kString;
-      return String(&out->str);
-    }
-    if (Lit("true")) { out->type = Json::kBool; out->boolean = true; return true; }
-    if (Lit("false")) { out->type = Json::kBool; return true; }
-    if (Lit("null")) { out->type = Json::kNull; return true; }
-    size_t start = i_;
-    while (i_ < s_.size() && (std::strchr("+-0123456789.eE", s_[i_]) != nullptr)) ++i_;
-    if (i_ == start) return false;
-    out->type = Json::kNumber;
-    out->str = std::string(s_.substr(start, i_ - start));
-    out->number = std::strtod(out->str.c_str(), nullptr);
-    return true;
-  }
-  std::string_view s_;
-  size_t i_ = 0;
-};
+// A number field (0 if absent or not a number: an older maglb), a string
+// field ("" likewise).
+uint64_t AsU64(const Json& x) {
+  if (!x.is_number()) return 0;
+  return x.is_number_float() ? static_cast<uint64_t>(x.get<double>()) : x.get<uint64_t>();
+}
+uint64_t U64(const Json& j, std::string_view key) {
+  auto it = j.find(std::string(key));
+  return it != j.end() ? AsU64(*it) : 0;
+}
+std::string Str(const Json& j, std::string_view key) {
+  auto it = j.find(std::string(key));
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+const Json* Get(const Json& j, std::string_view key) {
+  auto it = j.find(std::string(key));
+  return it != j.end() ? &*it : nullptr;
+}
+uint64_t U64(const Json& j, MetricId id) { return U64(j, GetMetric(id).name); }
+// A VIP metric in a /maglb/vip reply.
+uint64_t VipU64(const Json& j, MetricId id) { return U64(j, VipKey(GetMetric(id))); }
 
 class TelemetryClient {
  public:
@@ -178,8 +81,8 @@ class TelemetryClient {
     }
     absl::StatusOr<std::string> reply = Read();
     if (!reply.ok()) return reply.status();
-    Json j;
-    if (!JsonParser(*reply).Parse(&j) || j.type != Json::kObject || j.fields.empty()) {
+    Json j = Json::parse(*reply, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object() || j.empty()) {
       return absl::DataLossError(absl::StrFormat("unreadable reply to %s: %s", cmd, *reply));
     }
     // {"<cmd>": value}; value is null when the command failed or is unknown.
@@ -187,7 +90,7 @@ class TelemetryClient {
     if (raw != nullptr && colon != std::string::npos) {
       *raw = reply->substr(colon + 1, reply->size() - colon - 2);
     }
-    return std::move(j.fields[0].second);
+    return std::move(j.begin().value());
   }
 
  private:
@@ -207,54 +110,37 @@ class TelemetryClient {
 
 std::string Num(uint64_t v) { return absl::StrFormat("%u", v); }
 
-void AppendQuoted(const std::string& s, std::string* out) {
-  out->push_back('"');
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out->push_back('\\');
-      out->push_back(c);
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      absl::StrAppend(out, absl::StrFormat("\\u%04x", c));
-    } else {
-      out->push_back(c);
+// JSON text of a value, as maglbctl has always printed it ({"k": v, ...}):
+// a VIP's pages, merged, are no one reply's text.
+std::string Dump(const Json& j) {
+  if (j.is_array()) {
+    std::vector<std::string> items;
+    for (const Json& x : j) items.push_back(Dump(x));
+    return absl::StrCat("[", absl::StrJoin(items, ","), "]");
+  }
+  if (j.is_object()) {
+    std::vector<std::string> fields;
+    for (const auto& [k, v] : j.items()) fields.push_back(absl::StrCat(Json(k).dump(), ": ", Dump(v)));
+    return absl::StrCat("{", absl::StrJoin(fields, ", "), "}");
+  }
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// The per-backend arrays of /maglb/vip, in the order the table prints them:
+// names and addresses, then every backend metric of the list.
+const std::vector<std::string>& BackendArrays() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> k = {"backend_names", "backend_addresses"};
+    for (const MetricInfo& m : Metrics()) {
+      if (m.labels.kind == MetricLabels::kVipBackend) k.emplace_back(m.name);
     }
-  }
-  out->push_back('"');
+    return k;
+  }();
+  return keys;
 }
-
-// Prints a value back as JSON (a VIP's pages, merged, are no one reply's text).
-void AppendJson(const Json& j, std::string* out) {
-  switch (j.type) {
-    case Json::kNull: *out += "null"; break;
-    case Json::kBool: *out += j.boolean ? "true" : "false"; break;
-    case Json::kNumber: *out += j.str; break;
-    case Json::kString: AppendQuoted(j.str, out); break;
-    case Json::kArray:
-      out->push_back('[');
-      for (size_t i = 0; i < j.items.size(); ++i) {
-        if (i > 0) out->push_back(',');
-        AppendJson(j.items[i], out);
-      }
-      out->push_back(']');
-      break;
-    case Json::kObject:
-      out->push_back('{');
-      for (size_t i = 0; i < j.fields.size(); ++i) {
-        if (i > 0) *out += ", ";
-        AppendQuoted(j.fields[i].first, out);
-        *out += ": ";
-        AppendJson(j.fields[i].second, out);
-      }
-      out->push_back('}');
-      break;
-  }
-}
-
-// The per-backend arrays of /maglb/vip, in the order the table prints them.
-constexpr const char* kBackendArrays[] = {
-    "backend_names",   "backend_addresses", "backend_weights",   "backend_table_entries",
-    "backend_packets", "backend_bytes",     "backend_new_flows", "backend_next_hop_resolved"};
 constexpr int kPageAttempts = 3;
+
+size_t ArraySize(const Json* a) { return a != nullptr && a->is_array() ? a->size() : 0; }
 
 // One VIP with all its backends: /maglb/vip answers a page at a time
 // (DPDK's reply holds 16 KB and an array 512 entries), so the pages are
@@ -262,42 +148,36 @@ constexpr int kPageAttempts = 3;
 // fingerprint changed) starts over. Returns a null Json if the VIP is gone.
 absl::StatusOr<Json> FetchVip(TelemetryClient& client, const std::string& name) {
   for (int attempt = 0; attempt < kPageAttempts; ++attempt) {
-    absl::StatusOr<Json> first = client.Query("/maglb/vip," + name, nullptr);
-    if (!first.ok() || first->type != Json::kObject) return first;
-    const Json* total = first->Get("backend_total");
-    if (total == nullptr) return first;  // an older maglb: one reply is all there is
+    absl::StatusOr<Json> first = client.Query(absl::StrCat("/maglb/vip,", name), nullptr);
+    if (!first.ok() || !first->is_object()) return first;
+    if (Get(*first, "backend_total") == nullptr) return first;  // an older maglb: one reply is all there is
     Json merged = *std::move(first);
-    const Json* names = merged.Get("backend_names");
-    size_t have = names != nullptr ? names->items.size() : 0;
+    size_t have = ArraySize(Get(merged, "backend_names"));
     bool restart = false;
-    while (have < merged.U64("backend_total")) {
+    while (have < U64(merged, "backend_total")) {
       absl::StatusOr<Json> page = client.Query(absl::StrFormat("/maglb/vip,%s,%u", name, have),
                                                nullptr);
       if (!page.ok()) return page.status();
-      if (page->type != Json::kObject) return Json{};  // removed by a reload meanwhile
-      if (page->U64("generation") != merged.U64("generation") ||
-          page->Str("fingerprint") != merged.Str("fingerprint") ||
-          page->U64("backend_total") != merged.U64("backend_total")) {
+      if (!page->is_object()) return Json{};  // removed by a reload meanwhile
+      if (U64(*page, "generation") != U64(merged, "generation") ||
+          Str(*page, "fingerprint") != Str(merged, "fingerprint") ||
+          U64(*page, "backend_total") != U64(merged, "backend_total")) {
         restart = true;
         break;
       }
-      const Json* page_names = page->Get("backend_names");
-      if (page_names == nullptr || page_names->items.empty()) break;  // reported as short
-      for (const char* key : kBackendArrays) {
-        Json* into = nullptr;
-        for (auto& [k, v] : merged.fields) {
-          if (k == key) into = &v;
-        }
-        const Json* from = page->Get(key);
-        if (into == nullptr || from == nullptr) continue;  // reported as missing
-        into->items.insert(into->items.end(), from->items.begin(), from->items.end());
+      const size_t page_rows = ArraySize(Get(*page, "backend_names"));
+      if (page_rows == 0) break;  // reported as short
+      for (const std::string& key : BackendArrays()) {
+        auto into = merged.find(key);
+        const Json* from = Get(*page, key);
+        // Missing or not arrays: reported as missing.
+        if (into == merged.end() || !into->is_array() || from == nullptr || !from->is_array()) continue;
+        into->insert(into->end(), from->begin(), from->end());
       }
-      have += page_names->items.size();
+      have += page_rows;
     }
     if (restart) continue;
-    for (auto& [k, v] : merged.fields) {
-      if (k == "backend_offset") v.str = "0", v.number = 0;
-    }
+    if (auto offset = merged.find("backend_offset"); offset != merged.end()) *offset = 0;
     return merged;
   }
   return absl::UnavailableError(absl::StrFormat(
@@ -318,16 +198,16 @@ absl::StatusOr<VipList> FetchVipNames(TelemetryClient& client) {
   for (int attempt = 0; attempt < kPageAttempts; ++attempt) {
     absl::StatusOr<Json> first = client.Query("/maglb/vips", nullptr);
     if (!first.ok()) return first.status();
-    if (first->type != Json::kObject) return absl::UnavailableError("maglb answered null to /maglb/vips (shutting down?)");
+    if (!first->is_object()) return absl::UnavailableError("maglb answered null to /maglb/vips (shutting down?)");
     VipList list;
     auto append = [&](const Json& page) {
-      const Json* names = page.Get("names");
-      if (names == nullptr) return size_t{0};
-      for (const Json& n : names->items) list.names.push_back(n.str);
-      return names->items.size();
+      const Json* names = Get(page, "names");
+      if (ArraySize(names) == 0) return size_t{0};
+      for (const Json& n : *names) list.names.push_back(n.is_string() ? n.get<std::string>() : "");
+      return names->size();
     };
     append(*first);
-    if (first->Get("vip_total") == nullptr) {
+    if (Get(*first, "vip_total") == nullptr) {
       // An older maglb: one reply is all there is, cut silently at DPDK's limit.
       if (list.names.size() >= kDpdkArrayLimit) {
         list.gap = absl::StrFormat(
@@ -337,14 +217,14 @@ absl::StatusOr<VipList> FetchVipNames(TelemetryClient& client) {
       }
       return list;
     }
-    const uint64_t total = first->U64("vip_total");
+    const uint64_t total = U64(*first, "vip_total");
     bool restart = false;
     while (list.names.size() < total) {
       absl::StatusOr<Json> page =
           client.Query(absl::StrFormat("/maglb/vips,%u", list.names.size()), nullptr);
       if (!page.ok()) return page.status();
-      if (page->type != Json::kObject || page->U64("generation") != first->U64("generation") ||
-          page->U64("vip_total") != total) {
+      if (!page->is_object() || U64(*page, "generation") != U64(*first, "generation") ||
+          U64(*page, "vip_total") != total) {
         restart = true;
         break;
       }
@@ -363,113 +243,133 @@ absl::StatusOr<VipList> FetchVipNames(TelemetryClient& client) {
 
 // What the reply of a VIP lacks for its backend count, in words; "" if none.
 std::string VipGaps(const Json& v) {
-  const Json* names = v.Get("backend_names");
-  const uint64_t want = v.Get("backend_total") != nullptr ? v.U64("backend_total")
-                        : names != nullptr              ? names->items.size()
-                                                        : 0;
+  const uint64_t want = Get(v, "backend_total") != nullptr ? U64(v, "backend_total")
+                                                           : ArraySize(Get(v, "backend_names"));
   std::vector<std::string> gaps;
-  for (const char* key : kBackendArrays) {
-    const Json* a = v.Get(key);
-    if (a == nullptr || a->type != Json::kArray) {
+  for (const std::string& key : BackendArrays()) {
+    const Json* a = Get(v, key);
+    if (a == nullptr || !a->is_array()) {
       gaps.push_back(absl::StrFormat("%s missing", key));
-    } else if (a->items.size() < want) {
-      gaps.push_back(absl::StrFormat("%s has %u of %u", key, a->items.size(), want));
+    } else if (a->size() < want) {
+      gaps.push_back(absl::StrFormat("%s has %u of %u", key, a->size(), want));
     }
   }
   return absl::StrJoin(gaps, ", ");
 }
 
-void PrintTable(const Json& stats, const std::vector<Json>& vips, const std::string& vip_gap) {
-  std::printf("maglb: generation %llu, up %llus, %llu worker(s); port %s\n",
-              static_cast<unsigned long long>(stats.U64("generation")),
-              static_cast<unsigned long long>(stats.U64("uptime_s")),
-              static_cast<unsigned long long>(stats.U64("workers")), stats.Str("port").c_str());
-  std::printf("  rx %llu packets %llu bytes; tx %llu packets %llu bytes; dropped %llu\n",
-              static_cast<unsigned long long>(stats.U64("rx_packets")),
-              static_cast<unsigned long long>(stats.U64("rx_bytes")),
-              static_cast<unsigned long long>(stats.U64("tx_packets")),
-              static_cast<unsigned long long>(stats.U64("tx_bytes")),
-              static_cast<unsigned long long>(stats.U64("dropped")));
-  std::vector<std::string> drops, local;
-  for (const auto& [k, v] : stats.fields) {
-    if (v.type != Json::kNumber || v.number == 0) continue;
-    if (k.rfind("drop_", 0) == 0) drops.push_back(absl::StrFormat("%s=%.0f", k.substr(5), v.number));
-  }
-  for (const char* k : {"arp_replies", "nd_replies", "echo_replies", "icmp_too_big_sent",
-                        "fragments_sent", "icmp_errors_routed", "icmp_errors_steered", "tx_full"}) {
-    uint64_t v = stats.U64(k);
-    if (v != 0) local.push_back(absl::StrFormat("%s=%u", k, v));
-  }
-  std::printf("  drops: %s\n", drops.empty() ? "none" : absl::StrJoin(drops, " ").c_str());
-  std::printf("  local: %s\n", local.empty() ? "none" : absl::StrJoin(local, " ").c_str());
-  std::vector<std::string> ignored;  // neighbour claims not learned, by reason
-  for (const auto& [k, v] : stats.fields) {
-    if (v.type == Json::kNumber && v.number != 0 && k.rfind("neighbor_ignored_", 0) == 0) {
-      ignored.push_back(absl::StrFormat("%s=%.0f", k.substr(17), v.number));
+// "reason=value" for each non-zero value of a reason-labelled family.
+std::string NonZeroReasons(const Json& stats, MetricId family) {
+  std::vector<std::string> out;
+  for (const MetricInfo& m : Metrics()) {
+    if (m.name != GetMetric(family).name) continue;
+    for (std::string_view reason : m.reasons()) {
+      if (uint64_t v = U64(stats, ReasonKey(m, reason)); v != 0) {
+        out.push_back(absl::StrFormat("%s=%u", reason, v));
+      }
     }
   }
-  std::printf("  neighbors: %llu updates, %llu ARP / %llu ND requests sent; ignored: %s\n",
-              static_cast<unsigned long long>(stats.U64("neighbor_updates")),
-              static_cast<unsigned long long>(stats.U64("arp_requests_sent")),
-              static_cast<unsigned long long>(stats.U64("nd_requests_sent")),
-              ignored.empty() ? "none" : absl::StrJoin(ignored, " ").c_str());
+  return out.empty() ? "none" : absl::StrJoin(out, " ");
+}
+
+// One VIP of the details: its name and its reply (pages merged).
+using VipDetail = std::pair<std::string, Json>;
+
+// The --format json output: /maglb/stats' reply as it came, and each VIP's.
+void RenderJson(const std::string& stats_raw, const std::vector<VipDetail>& vips) {
+  std::vector<std::string> details;
+  for (const auto& [name, v] : vips) details.push_back(absl::StrCat(Json(name).dump(), ": ", Dump(v)));
+  std::printf("{\"stats\": %s, \"vips\": {%s}}\n", stats_raw.c_str(),
+              absl::StrJoin(details, ", ").c_str());
+}
+
+// The table output, through maglbctl's report writer: the totals as one
+// table of lines, then a table per VIP. Metric names come from the list
+// (maglb/metrics.h).
+report::Report TableReport(const Json& stats, const std::vector<VipDetail>& vips,
+                           const std::string& vip_gap) {
+  using enum MetricId;
+  report::Report out;
+  out.blank_line_after_each = false;
+  out.row_indent = " ";
+  auto n = [&](MetricId id) { return U64(stats, id); };
+  report::Table& totals = out.tables.emplace_back();
+  totals.id = "totals";
+  totals.title = absl::StrFormat("maglb: generation %u, up %us, %u worker(s); port %s", n(kGeneration),
+                                 n(kUptime), n(kWorkers), Str(stats, "port"));
+  totals.notes.push_back(absl::StrFormat("rx %u packets %u bytes; tx %u packets %u bytes; dropped %u",
+                                         n(kRxPackets), n(kRxBytes), n(kTxPackets), n(kTxBytes),
+                                         n(kDropped)));
+  std::vector<std::string> local;  // what the LB answered or made itself, and TX losses
+  std::vector<std::string_view> local_names(std::begin(kLocalCounterLabels), std::end(kLocalCounterLabels));
+  local_names.push_back(GetMetric(kTxFull).name);
+  for (std::string_view k : local_names) {
+    if (uint64_t v = U64(stats, k); v != 0) local.push_back(absl::StrFormat("%s=%u", k, v));
+  }
+  totals.notes.push_back(absl::StrCat("drops: ", NonZeroReasons(stats, kDrop)));
+  totals.notes.push_back(absl::StrCat("local: ", local.empty() ? "none" : absl::StrJoin(local, " ")));
+  totals.notes.push_back(absl::StrFormat("neighbors: %u updates, %u ARP / %u ND requests sent; ignored: %s",
+                                         n(kNeighborUpdates), n(kArpRequestsSent), n(kNdRequestsSent),
+                                         NonZeroReasons(stats, kNeighborIgnored)));
   std::vector<std::string> per_worker;
-  if (const Json* a = stats.Get("conntrack_occupied_per_worker")) {
-    for (const Json& v : a->items) per_worker.push_back(Num(static_cast<uint64_t>(v.number)));
+  if (const Json* a = Get(stats, PerWorkerKey(GetMetric(kConntrackOccupied))); ArraySize(a) != 0) {
+    for (const Json& v : *a) per_worker.push_back(Num(AsU64(v)));
   }
-  std::printf("  conntrack: %llu flows (per worker: %s; capacity %llu each), evictions %llu, "
-              "untracked %llu, repinned %llu\n",
-              static_cast<unsigned long long>(stats.U64("conntrack_occupied")),
-              absl::StrJoin(per_worker, " ").c_str(),
-              static_cast<unsigned long long>(stats.U64("conntrack_capacity_per_worker")),
-              static_cast<unsigned long long>(stats.U64("conntrack_evictions")),
-              static_cast<unsigned long long>(stats.U64("conntrack_untracked")),
-              static_cast<unsigned long long>(stats.U64("conntrack_repinned")));
-  std::printf("  reloads: %llu ok, %llu refused%s%s\n",
-              static_cast<unsigned long long>(stats.U64("reloads_ok")),
-              static_cast<unsigned long long>(stats.U64("reloads_refused")),
-              stats.Str("last_refusal").empty() ? "" : "; last refusal: ",
-              stats.Str("last_refusal").c_str());
-  for (const Json& v : vips) {
-    std::printf("\nvip \"%s\" %s %s/%llu %s  fingerprint %s  packets %llu bytes %llu new flows %llu\n",
-                v.Str("name").c_str(), v.Str("address").c_str(), v.Str("protocol").c_str(),
-                static_cast<unsigned long long>(v.U64("port")), v.Str("forwarding").c_str(),
-                v.Str("fingerprint").c_str(), static_cast<unsigned long long>(v.U64("packets")),
-                static_cast<unsigned long long>(v.U64("bytes")),
-                static_cast<unsigned long long>(v.U64("new_flows")));
-    if (v.U64("bounded_load_passed") != 0 || v.U64("bounded_load_over") != 0) {
-      std::printf("  bounded load: %llu new flows passed on from their first choice, %llu found no "
-                  "backend below the bound\n",
-                  static_cast<unsigned long long>(v.U64("bounded_load_passed")),
-                  static_cast<unsigned long long>(v.U64("bounded_load_over")));
+  totals.notes.push_back(absl::StrFormat(
+      "conntrack: %u flows (per worker: %s; capacity %u each), evictions %u, untracked %u, repinned %u",
+      n(kConntrackOccupied), absl::StrJoin(per_worker, " "), n(kConntrackCapacity), n(kConntrackEvictions),
+      n(kConntrackUntracked), n(kConntrackRepinned)));
+  const std::string last_refusal = Str(stats, "last_refusal");
+  totals.notes.push_back(absl::StrFormat("reloads: %u ok, %u refused%s%s", n(kReloadsOk), n(kReloadsRefused),
+                                         last_refusal.empty() ? "" : "; last refusal: ", last_refusal));
+  for (const auto& [vip_name, v] : vips) {
+    auto vn = [&](MetricId id) { return VipU64(v, id); };
+    report::Table& t = out.tables.emplace_back();
+    t.id = absl::StrCat("vip:", vip_name);
+    t.title = absl::StrFormat("vip \"%s\" %s %s/%u %s  fingerprint %s  packets %u bytes %u new flows %u",
+                              Str(v, "name"), Str(v, "address"), Str(v, "protocol"), U64(v, "port"),
+                              Str(v, "forwarding"), Str(v, "fingerprint"), vn(kVipPackets), vn(kVipBytes),
+                              vn(kVipNewFlows));
+    if (vn(kVipBoundedLoadPassed) != 0 || vn(kVipBoundedLoadOver) != 0) {
+      t.notes.push_back(absl::StrFormat(
+          "bounded load: %u new flows passed on from their first choice, %u found no backend below the bound",
+          vn(kVipBoundedLoadPassed), vn(kVipBoundedLoadOver)));
     }
-    std::printf("  %-20s %-28s %7s %8s %12s %14s %10s %9s\n", "backend", "address", "weight",
-                "entries", "packets", "bytes", "new_flows", "next_hop");
+    using report::Align;
+    t.columns = {report::FixedColumn("backend", Align::kLeft, 20),
+                 report::FixedColumn("address", Align::kLeft, 28),
+                 report::FixedColumn("weight", Align::kRight, 7),
+                 report::FixedColumn("entries", Align::kRight, 8),
+                 report::FixedColumn("packets", Align::kRight, 12),
+                 report::FixedColumn("bytes", Align::kRight, 14),
+                 report::FixedColumn("new_flows", Align::kRight, 10),
+                 report::FixedColumn("next_hop", Align::kRight, 9)};
     // A value the reply lacks prints as "?", never as a blank or a zero.
-    auto at = [&](const char* key, size_t i) -> std::string {
-      const Json* a = v.Get(key);
-      if (a == nullptr || i >= a->items.size()) return "?";
-      const Json& x = a->items[i];
-      return x.type == Json::kString || x.type == Json::kNumber ? x.str : "?";
+    auto at = [&](std::string_view key, size_t i) -> report::Cell {
+      const Json* a = Get(v, key);
+      if (ArraySize(a) <= i) return report::Str("?");
+      const Json& x = (*a)[i];
+      return report::Str(x.is_string() ? x.get<std::string>() : x.is_number() ? x.dump() : "?");
     };
-    const Json* names = v.Get("backend_names");
-    size_t rows = names != nullptr ? names->items.size() : 0;
-    if (const Json* total = v.Get("backend_total"); total != nullptr) rows = v.U64("backend_total");
+    auto backend = [&](MetricId id, size_t i) { return at(GetMetric(id).name, i); };
+    size_t rows = ArraySize(Get(v, "backend_names"));
+    if (Get(v, "backend_total") != nullptr) rows = U64(v, "backend_total");
     for (size_t i = 0; i < rows; ++i) {
-      std::string nh = at("backend_next_hop_resolved", i);
-      std::printf("  %-20s %-28s %7s %8s %12s %14s %10s %9s\n", at("backend_names", i).c_str(),
-                  at("backend_addresses", i).c_str(), at("backend_weights", i).c_str(),
-                  at("backend_table_entries", i).c_str(), at("backend_packets", i).c_str(),
-                  at("backend_bytes", i).c_str(), at("backend_new_flows", i).c_str(),
-                  nh == "?" ? "?" : nh != "0" ? "resolved" : "PENDING");
+      std::string nh = backend(kBackendNextHopResolved, i).text;
+      t.rows.push_back({at("backend_names", i), at("backend_addresses", i), backend(kBackendWeights, i),
+                        backend(kBackendTableEntries, i), backend(kBackendPackets, i),
+                        backend(kBackendBytes, i), backend(kBackendNewFlows, i),
+                        report::Str(nh == "?" ? "?" : nh != "0" ? "resolved" : "PENDING")});
     }
     if (std::string gaps = VipGaps(v); !gaps.empty()) {
-      std::printf("  INCOMPLETE: the reply lacks values (%s); \"?\" marks them\n", gaps.c_str());
+      t.footer.push_back(absl::StrFormat("INCOMPLETE: the reply lacks values (%s); \"?\" marks them", gaps));
     }
   }
   if (!vip_gap.empty()) {
-    std::printf("\nINCOMPLETE: VIPs are missing from this list (%s)\n", vip_gap.c_str());
+    report::Table& missing = out.tables.emplace_back();
+    missing.id = "vip_list";
+    missing.title = absl::StrFormat("INCOMPLETE: VIPs are missing from this list (%s)", vip_gap);
   }
+  return out;
 }
 
 }  // namespace
@@ -505,7 +405,7 @@ int CmdStats(int argc, char** argv) {
     std::fprintf(stderr, "maglbctl: %s\n", std::string(stats.status().message()).c_str());
     return kExitError;
   }
-  if (stats->type != Json::kObject) {
+  if (!stats->is_object()) {
     std::fprintf(stderr, "maglbctl: %s does not answer /maglb/stats: is it maglb?\n",
                  socket_path.c_str());
     return kExitError;
@@ -515,8 +415,7 @@ int CmdStats(int argc, char** argv) {
     std::fprintf(stderr, "maglbctl: %s\n", std::string(vips.status().message()).c_str());
     return kExitError;
   }
-  std::vector<Json> details;
-  std::vector<std::string> details_raw;
+  std::vector<VipDetail> details;
   int rc = kExitOk;
   if (!vips->gap.empty()) {
     // Never a silent exit 0 on a cut list.
@@ -530,24 +429,18 @@ int CmdStats(int argc, char** argv) {
       std::fprintf(stderr, "maglbctl: %s\n", std::string(v.status().message()).c_str());
       return kExitError;
     }
-    if (v->type != Json::kObject) continue;  // removed by a reload meanwhile
+    if (!v->is_object()) continue;  // removed by a reload meanwhile
     if (std::string gaps = VipGaps(*v); !gaps.empty()) {
       std::fprintf(stderr, "maglbctl: warning: vip \"%s\": incomplete reply from maglb: %s\n",
                    name.c_str(), gaps.c_str());
       rc = kExitError;
     }
-    std::string raw;
-    AppendQuoted(name, &raw);
-    raw += ": ";
-    AppendJson(*v, &raw);
-    details_raw.push_back(std::move(raw));
-    details.push_back(*std::move(v));
+    details.emplace_back(name, *std::move(v));
   }
   if (format == "json") {
-    std::printf("{\"stats\": %s, \"vips\": {%s}}\n", stats_raw.c_str(),
-                absl::StrJoin(details_raw, ", ").c_str());
+    RenderJson(stats_raw, details);
   } else {
-    PrintTable(*stats, details, vips->gap);
+    report::Print(TableReport(*stats, details, vips->gap), report::Format::kText);
   }
   return rc;
 }

@@ -10,7 +10,6 @@
 #include <rte_lcore.h>
 #include <rte_ring.h>
 #include <sys/signalfd.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -26,24 +25,26 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "control/controller.h"
 #include "control/log.h"
 #include "control/telemetry.h"
+#include "dataplane/dpdk_owners.h"
+#include "dataplane/eal.h"
 #include "dataplane/port.h"
 #include "dataplane/snapshot.h"
 #include "dataplane/worker_loop.h"
 #include "maglb/config.h"
+#include "maglb/exit_codes.h"
 #include "maglb/pipeline.h"
 
 namespace maglb {
 namespace {
 
-constexpr int kExitOk = 0;
-constexpr int kExitError = 1;
-constexpr int kExitUsage = 2;
 constexpr unsigned kControlRingSize = 1024;
 constexpr const char* kDefaultEalLogLevel = "--log-level=lib.eal:error";
 
@@ -87,81 +88,6 @@ std::vector<std::string> VdevArguments(int argc, char** argv) {
   return out;
 }
 
-// What rte_eal_init printed, held back (see QuietEalInit).
-struct EalOutput {
-  std::vector<std::string> out, err;  // its stdout and stderr lines
-  std::string program;                 // argv[0], which getopt's complaints begin with
-
-  void Replay() const {
-    for (const std::string& l : out) std::fputs(l.c_str(), stdout);
-    for (const std::string& l : err) std::fputs(l.c_str(), stderr);
-    std::fflush(stdout);
-  }
-  // The lines that say what went wrong, one-lined: getopt's complaints and
-  // EAL's log lines, without DPDK's usage text and generic trailers.
-  std::string Reasons(const std::vector<std::string>& only_with = {}) const {
-    std::vector<std::string> reasons;
-    for (const auto* lines : {&err, &out}) {
-      for (std::string l : *lines) {
-        while (!l.empty() && (l.back() == '\n' || l.back() == ' ')) l.pop_back();
-        if (lines == &out && l.rfind("EAL: ", 0) != 0) continue;  // usage text
-        if (l.empty() || l.find("Invalid 'command line' arguments") != std::string::npos) continue;
-        bool wanted = only_with.empty();
-        for (const std::string& w : only_with) wanted |= l.find(w) != std::string::npos;
-        if (!wanted) continue;
-        // "build/maglb: unrecognized option '--x'" -> "unrecognized option '--x'"
-        if (!program.empty() && l.rfind(program + ": ", 0) == 0) l = l.substr(program.size() + 2);
-        if (std::find(reasons.begin(), reasons.end(), l) == reasons.end()) reasons.push_back(l);
-      }
-    }
-    return absl::StrJoin(reasons, "; ");
-  }
-};
-
-std::vector<std::string> ReadLines(FILE* f) {
-  std::vector<std::string> lines;
-  std::rewind(f);
-  char buf[1024];
-  while (std::fgets(buf, sizeof(buf), f) != nullptr) lines.emplace_back(buf);
-  return lines;
-}
-
-// rte_eal_init with its stdout and stderr held back: on a bad argument DPDK
-// prints its whole usage text and each complaint twice, which would bury
-// maglb's one error line. The caller replays them (success) or folds the
-// reasons into its error line.
-int QuietEalInit(int argc, char** argv, EalOutput* output) {
-  std::fflush(stdout);
-  std::fflush(stderr);
-  FILE* held_out = std::tmpfile();
-  FILE* held_err = std::tmpfile();
-  int saved_out = dup(STDOUT_FILENO);
-  int saved_err = dup(STDERR_FILENO);
-  if (held_out == nullptr || held_err == nullptr || saved_out < 0 || saved_err < 0 ||
-      dup2(fileno(held_out), STDOUT_FILENO) < 0 || dup2(fileno(held_err), STDERR_FILENO) < 0) {
-    // Cannot hold them back: run it plainly.
-    if (saved_out >= 0) dup2(saved_out, STDOUT_FILENO), close(saved_out);
-    if (saved_err >= 0) dup2(saved_err, STDERR_FILENO), close(saved_err);
-    if (held_out != nullptr) std::fclose(held_out);
-    if (held_err != nullptr) std::fclose(held_err);
-    return rte_eal_init(argc, argv);
-  }
-  int rc = rte_eal_init(argc, argv);
-  const int init_errno = rte_errno;
-  std::fflush(stdout);
-  std::fflush(stderr);
-  dup2(saved_out, STDOUT_FILENO);
-  dup2(saved_err, STDERR_FILENO);
-  close(saved_out);
-  close(saved_err);
-  output->out = ReadLines(held_out);
-  output->err = ReadLines(held_err);
-  std::fclose(held_out);
-  std::fclose(held_err);
-  rte_errno = init_errno;
-  return rc;
-}
-
 // Parses the arguments after "--". Returns an error message or "".
 std::string ParseAppArgs(int argc, char** argv, AppArgs* out) {
   for (int i = 0; i < argc; ++i) {
@@ -202,8 +128,14 @@ std::string ParseAppArgs(int argc, char** argv, AppArgs* out) {
   return "";
 }
 
-int Main(int argc, char** argv) {
-  // Split at "--": EAL arguments before it, ours after.
+// The command line split at "--": EAL's arguments before it, maglb's after.
+struct CommandLine {
+  std::vector<char*> eal_argv;  // argv[0], maglb's default EAL log level, the user's
+  AppArgs app;
+};
+
+// Fails with the usage error to print (Main adds the usage text).
+absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
   int split = -1;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--") == 0) {
@@ -212,22 +144,22 @@ int Main(int argc, char** argv) {
     }
   }
   if (split < 0) {
-    std::fputs(kUsage, stderr);
-    return Fail("no '--' separating EAL arguments from maglb's (--config FILE is required)",
-                kExitUsage);
+    return absl::InvalidArgumentError(
+        "no '--' separating EAL arguments from maglb's (--config FILE is required)");
   }
-  AppArgs args;
-  std::string err = ParseAppArgs(argc - split - 1, argv + split + 1, &args);
-  if (!err.empty()) {
-    std::fputs(kUsage, stderr);
-    return Fail(err, kExitUsage);
-  }
-  // The config first: a bad file is reported before EAL spends time starting.
-  absl::StatusOr<Config> config = LoadConfig(args.config_path);
-  if (!config.ok()) return Fail(std::string(config.status().message()));
+  CommandLine cmd;
+  std::string err = ParseAppArgs(argc - split - 1, argv + split + 1, &cmd.app);
+  if (!err.empty()) return absl::InvalidArgumentError(err);
+  // EAL's own info lines are quiet unless asked for: the default level goes
+  // first, so a --log-level of the user's (parsed later) overrides it.
+  cmd.eal_argv = {argv[0], const_cast<char*>(kDefaultEalLogLevel)};
+  cmd.eal_argv.insert(cmd.eal_argv.end(), argv + 1, argv + split);
+  return cmd;
+}
 
-  // Signals go to the control thread's signalfd; block them before EAL starts
-  // its threads so that every thread inherits the mask.
+// Signals go to the control thread's signalfd; block them before EAL starts
+// its threads so that every thread inherits the mask. Returns the signalfd.
+absl::StatusOr<int> BlockSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGHUP);
@@ -235,191 +167,222 @@ int Main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   int signal_fd = signalfd(-1, &signals, SFD_NONBLOCK | SFD_CLOEXEC);
-  if (signal_fd < 0) return Fail(absl::StrFormat("signalfd: %s", std::strerror(errno)));
+  if (signal_fd < 0) return absl::InternalError(absl::StrFormat("signalfd: %s", std::strerror(errno)));
+  return signal_fd;
+}
 
-  // EAL's own info lines are quiet unless asked for: the default level goes
-  // first, so a --log-level of the user's (parsed later) overrides it.
-  std::vector<char*> eal_argv = {argv[0], const_cast<char*>(kDefaultEalLogLevel)};
-  eal_argv.insert(eal_argv.end(), argv + 1, argv + split);
+// Starts the EAL and checks that it gave maglb what it needs: only EAL
+// arguments before "--", a worker lcore (listed in *worker_lcores), a port.
+absl::StatusOr<Eal> StartEal(std::vector<char*>& eal_argv, std::vector<unsigned>* worker_lcores) {
   const int eal_argc = static_cast<int>(eal_argv.size());
   std::vector<std::string> vdevs = VdevArguments(eal_argc, eal_argv.data());
   EalOutput eal_output;
-  eal_output.program = argv[0];
-  int consumed = QuietEalInit(eal_argc, eal_argv.data(), &eal_output);
-  if (consumed < 0) {
-    std::string reasons = eal_output.Reasons();
-    return Fail(absl::StrFormat("EAL initialisation failed: %s (check the EAL arguments before "
-                                "'--'; see maglb --help)",
-                                reasons.empty() ? std::string(rte_strerror(rte_errno)) : reasons));
+  eal_output.program = eal_argv[0];
+  absl::StatusOr<Eal> eal = Eal::Init(eal_argc, eal_argv.data(), &eal_output);
+  if (!eal.ok()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "EAL initialisation failed: %s (check the EAL arguments before '--'; see maglb --help)",
+        eal.status().message()));
   }
-  // Held back until the port check below, which may tell the driver's
-  // complaint more plainly.
-  bool eal_output_shown = false;
-  auto show_eal_output = [&] {
-    if (!eal_output_shown) eal_output.Replay();
-    eal_output_shown = true;
-  };
-  if (consumed + 1 != eal_argc) {
-    show_eal_output();
-    rte_eal_cleanup();
-    return Fail(
-        absl::StrFormat("unexpected EAL argument '%s' before '--'", eal_argv[consumed + 1]));
+  // EAL's output is held back until the port check below, which may tell the
+  // driver's complaint more plainly; every other way on shows it.
+  if (eal->consumed() + 1 != eal_argc) {
+    eal_output.Replay();
+    return absl::InvalidArgumentError(
+        absl::StrFormat("unexpected EAL argument '%s' before '--'", eal_argv[eal->consumed() + 1]));
   }
-  std::vector<unsigned> worker_lcores;
   unsigned lcore;
-  RTE_LCORE_FOREACH_WORKER(lcore) { worker_lcores.push_back(lcore); }
-  if (worker_lcores.empty()) {
-    show_eal_output();
-    rte_eal_cleanup();
-    return Fail(absl::StrFormat("too few lcores: %u given, maglb needs the main lcore for control "
-                                "plus at least one worker lcore (e.g. -l 0,1)",
-                                rte_lcore_count()));
+  RTE_LCORE_FOREACH_WORKER(lcore) { worker_lcores->push_back(lcore); }
+  if (worker_lcores->empty()) {
+    eal_output.Replay();
+    return absl::InvalidArgumentError(
+        absl::StrFormat("too few lcores: %u given, maglb needs the main lcore for control "
+                        "plus at least one worker lcore (e.g. -l 0,1)",
+                        rte_lcore_count()));
   }
   if (rte_eth_dev_count_avail() == 0) {
-    rte_eal_cleanup();
     if (!vdevs.empty()) {
       // The driver's own lines name the device ("net_af_packet0: ioctl ...").
       std::vector<std::string> devices;
       for (const std::string& v : vdevs) devices.push_back(v.substr(7, v.find(',') - 7));
       std::string reasons = eal_output.Reasons(devices);
-      return Fail(absl::StrFormat(
+      return absl::NotFoundError(absl::StrFormat(
           "no DPDK port: the virtual device%s %s failed to probe%s%s (does the interface exist "
           "in this network namespace?)",
           vdevs.size() == 1 ? "" : "s", absl::StrJoin(vdevs, ", "), reasons.empty() ? "" : ": ",
           reasons));
     }
-    show_eal_output();
-    return Fail("no DPDK port: bind a NIC to DPDK or give a virtual device, e.g. "
-                "--vdev=net_pcap0,iface=eth0,phy_mac=1");
+    eal_output.Replay();
+    return absl::NotFoundError(
+        "no DPDK port: bind a NIC to DPDK or give a virtual device, e.g. "
+        "--vdev=net_pcap0,iface=eth0,phy_mac=1");
   }
-  show_eal_output();
+  eal_output.Replay();
+  return eal;
+}
+
+// The ports maglb serves, started.
+struct Ports {
+  Port front;                   // one-arm: the only one
+  std::optional<Port> backend;  // two-arm: toward backends
+  uint32_t num_workers = 0;     // queue pairs both ports have
+
+  // Stops and closes them, front first.
+  void Close() {
+    front.Close();
+    if (backend) backend->Close();
+  }
+};
+
+absl::StatusOr<Ports> SetUpPorts(const AppArgs& args, uint16_t worker_lcores, uint32_t mtu) {
   const bool two_arm = args.backend_port >= 0 && args.backend_port != args.port;
   for (int p : {static_cast<int>(args.port), two_arm ? args.backend_port : -1}) {
     if (p >= 0 && !rte_eth_dev_is_valid_port(static_cast<uint16_t>(p))) {
-      rte_eal_cleanup();
-      return Fail(absl::StrFormat("no DPDK port %d (%u available)", p, rte_eth_dev_count_avail()));
+      return absl::NotFoundError(
+          absl::StrFormat("no DPDK port %d (%u available)", p, rte_eth_dev_count_avail()));
     }
   }
-
-  absl::StatusOr<PortInfo> port =
-      SetUpPort(args.port, static_cast<uint16_t>(worker_lcores.size()), config->lb.mtu);
-  if (!port.ok()) {
-    rte_eal_cleanup();
-    return Fail(std::string(port.status().message()));
-  }
-  uint32_t num_workers = port->num_queues;
-  std::optional<PortInfo> backend_port;
+  absl::StatusOr<Port> front = SetUpPort(args.port, worker_lcores, mtu);
+  if (!front.ok()) return front.status();
+  const uint32_t front_queues = front->info().num_queues;
+  Ports ports{.front = *std::move(front), .backend = std::nullopt, .num_workers = front_queues};
   if (two_arm) {
     // The pipeline writes one MAC as ours (replies, outer source), so both
     // arms carry the front port's: they sit on different segments.
-    absl::StatusOr<PortInfo> b = SetUpPort(static_cast<uint16_t>(args.backend_port),
-                                           static_cast<uint16_t>(worker_lcores.size()),
-                                           config->lb.mtu);
-    absl::Status mac = b.ok() ? SetPortMac(b->port_id, port->mac) : b.status();
-    if (!mac.ok()) {
-      ShutDownPort(*port);
-      rte_eal_cleanup();
-      return Fail(std::string(mac.message()));
-    }
-    b->mac = port->mac;
-    backend_port = *b;
-    num_workers = std::min<uint32_t>(num_workers, b->num_queues);
+    absl::StatusOr<Port> b =
+        SetUpPort(static_cast<uint16_t>(args.backend_port), worker_lcores, mtu);
+    absl::Status mac = b.ok() ? b->SetMac(ports.front->mac) : b.status();
+    if (!mac.ok()) return mac;
+    ports.num_workers = std::min<uint32_t>(ports.num_workers, b->info().num_queues);
+    ports.backend.emplace(*std::move(b));
   }
+  return ports;
+}
 
-  absl::StatusOr<std::unique_ptr<SnapshotPublisher>> publisher = SnapshotPublisher::Create(num_workers);
-  if (!publisher.ok()) return Fail(std::string(publisher.status().message()));
-  rte_ring* to_control = rte_ring_create("maglb_to_ctl", kControlRingSize, rte_socket_id(),
-                                         RING_F_SC_DEQ);
-  rte_ring* from_control = rte_ring_create("maglb_from_ctl", kControlRingSize, rte_socket_id(),
-                                           RING_F_SP_ENQ | RING_F_SC_DEQ);
-  if (to_control == nullptr || from_control == nullptr) {
-    return Fail(absl::StrFormat("cannot create control rings: %s", rte_strerror(rte_errno)));
-  }
-
-  std::vector<std::unique_ptr<Worker>> workers;
+// What the workers and the control thread share. Goes before the ports: its
+// rings may hold buffers of their pools.
+struct DataPlane {
+  std::unique_ptr<SnapshotPublisher> publisher;
+  UniqueMbufRing to_control;    // workers -> control thread (ARP/ND frames)
+  UniqueMbufRing from_control;  // control thread -> worker 0 (frames to send)
+  std::vector<std::unique_ptr<Worker>> workers;  // the pipelines, one per worker lcore
   std::vector<std::unique_ptr<LoopCounters>> loop_counters;
-  std::vector<WorkerContext> contexts(num_workers);
-  std::atomic<bool> stop{false};
-  ControllerOptions copts;
-  copts.config_path = args.config_path;
-  copts.port = *port;
-  copts.publisher = publisher->get();
-  copts.to_control = to_control;
-  copts.from_control = from_control;
-  copts.signal_fd = signal_fd;
+};
+
+absl::StatusOr<DataPlane> CreateDataPlane(uint32_t num_workers, const Config& config) {
+  DataPlane dp;
+  absl::StatusOr<std::unique_ptr<SnapshotPublisher>> publisher =
+      SnapshotPublisher::Create(num_workers);
+  if (!publisher.ok()) return publisher.status();
+  dp.publisher = *std::move(publisher);
+  dp.to_control.reset(
+      rte_ring_create("maglb_to_ctl", kControlRingSize, rte_socket_id(), RING_F_SC_DEQ));
+  dp.from_control.reset(rte_ring_create("maglb_from_ctl", kControlRingSize, rte_socket_id(),
+                                        RING_F_SP_ENQ | RING_F_SC_DEQ));
+  if (dp.to_control == nullptr || dp.from_control == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("cannot create control rings: %s", rte_strerror(rte_errno)));
+  }
   for (uint32_t i = 0; i < num_workers; ++i) {
     // Each worker's conntrack hash gets its own secret (flow_hash.h,
     // ConntrackHash): which flows share buckets is unknowable from outside.
     ConntrackKey conntrack_key;
     if (!RandomConntrackKey(&conntrack_key)) {
-      ShutDownPort(*port);
-      rte_eal_cleanup();
-      return Fail(absl::StrFormat("cannot draw the conntrack hash key with getrandom(2): %s; "
-                                  "refusing to start with a guessable one",
-                                  std::strerror(errno)));
+      return absl::UnavailableError(
+          absl::StrFormat("cannot draw the conntrack hash key with getrandom(2): %s; "
+                          "refusing to start with a guessable one",
+                          std::strerror(errno)));
     }
-    workers.push_back(std::make_unique<Worker>(config->conntrack, conntrack_key));
-    loop_counters.push_back(std::make_unique<LoopCounters>());
-    copts.workers.push_back(workers.back().get());
-    copts.loop_counters.push_back(loop_counters.back().get());
+    dp.workers.push_back(std::make_unique<Worker>(config.conntrack, conntrack_key));
+    dp.loop_counters.push_back(std::make_unique<LoopCounters>());
   }
-  Controller controller(std::move(copts));
-  absl::Status started = controller.Start(*config);
-  if (!started.ok()) {
-    ShutDownPort(*port);
-    rte_eal_cleanup();
-    return Fail(std::string(started.message()));
-  }
-  RegisterTelemetry(&controller);
+  return dp;
+}
 
+// The worker lcores at work; stopped and joined when destroyed, before what
+// they use (ports, rings, pipelines) goes.
+class RunningWorkers {
+ public:
+  RunningWorkers() = default;
+  RunningWorkers(const RunningWorkers&) = delete;
+  RunningWorkers& operator=(const RunningWorkers&) = delete;
+  ~RunningWorkers() { Stop(); }
+
+  // Tells every worker to stop, waits for them, frees the steering rings.
+  void Stop() {
+    stop_ = true;
+    rte_eal_mp_wait_lcore();
+    steer_rings_.reset();
+  }
+
+ private:
+  friend absl::StatusOr<std::unique_ptr<RunningWorkers>> LaunchWorkers(
+      const AppArgs&, const std::vector<unsigned>&, const Ports&, DataPlane&);
+
+  std::atomic<bool> stop_{false};
+  std::vector<WorkerContext> contexts_;
+  std::optional<RssOwner> rss_owner_;
+  std::unique_ptr<SteerRings> steer_rings_;
+};
+
+absl::StatusOr<std::unique_ptr<RunningWorkers>> LaunchWorkers(
+    const AppArgs& args, const std::vector<unsigned>& worker_lcores, const Ports& ports,
+    DataPlane& dp) {
+  const uint32_t num_workers = ports.num_workers;
+  const PortInfo& port = ports.front.info();
+  auto running = std::make_unique<RunningWorkers>();
   // ICMP errors reach the worker RSS picks by their outer header: hand each
   // to the worker its flow's own packets reach (worker_loop.h).
-  std::optional<RssOwner> rss_owner;
-  std::unique_ptr<SteerRings> steer_rings;
-  if (num_workers > 1 && port->distribution == "rss") {
+  if (num_workers > 1 && port.distribution == "rss") {
     absl::StatusOr<RssOwner> owner =
-        port->rss ? RssOwner::Create(*port->rss, num_workers) : absl::UnavailableError(port->rss_note);
+        port.rss ? RssOwner::Create(*port.rss, num_workers) : absl::UnavailableError(port.rss_note);
     absl::StatusOr<std::unique_ptr<SteerRings>> rings =
         owner.ok() ? SteerRings::Create(num_workers, rte_socket_id()) : owner.status();
     if (rings.ok()) {
-      rss_owner = *std::move(owner);
-      steer_rings = *std::move(rings);
+      running->rss_owner_ = *std::move(owner);
+      running->steer_rings_ = *std::move(rings);
       LogLine(absl::StrFormat("ICMP errors steered to their flow's worker: RSS key %u bytes, RETA %u entries",
-                              rss_owner->config().key.size(), rss_owner->config().reta.size()));
+                              running->rss_owner_->config().key.size(),
+                              running->rss_owner_->config().reta.size()));
     } else {
       LogLine(absl::StrFormat("warning: ICMP errors not steered to their flow's worker (%s): with %u "
                               "workers an error may follow the current table instead of a pinned flow",
                               rings.status().message(), num_workers));
     }
   }
+  running->contexts_.resize(num_workers);
   for (uint32_t i = 0; i < num_workers; ++i) {
-    WorkerContext& c = contexts[i];
+    WorkerContext& c = running->contexts_[i];
     c.index = i;
     c.lcore = worker_lcores[i];
-    c.port_id = port->port_id;
-    c.backend_port_id = backend_port ? backend_port->port_id : port->port_id;
+    c.port_id = port.port_id;
+    c.backend_port_id = ports.backend ? ports.backend->info().port_id : port.port_id;
     c.queue = static_cast<uint16_t>(i);
-    c.worker = workers[i].get();
-    c.counters = loop_counters[i].get();
-    c.publisher = publisher->get();
-    c.pool = port->pool;
-    c.to_control = to_control;
-    c.from_control = i == 0 ? from_control : nullptr;
-    c.rss_owner = rss_owner ? &*rss_owner : nullptr;
-    c.steer_rings = steer_rings ? steer_rings->rings() : nullptr;
-    c.stop = &stop;
+    c.worker = dp.workers[i].get();
+    c.counters = dp.loop_counters[i].get();
+    c.publisher = dp.publisher.get();
+    c.pool = port.pool;
+    c.to_control = dp.to_control.get();
+    c.from_control = i == 0 ? dp.from_control.get() : nullptr;
+    c.rss_owner = running->rss_owner_ ? &*running->rss_owner_ : nullptr;
+    c.steer_rings = running->steer_rings_ ? running->steer_rings_->rings() : nullptr;
+    c.stop = &running->stop_;
     c.idle_sleep_us = args.idle_sleep_us;
     int rc = rte_eal_remote_launch(WorkerMain, &c, c.lcore);
     if (rc != 0) {
-      stop = true;
-      rte_eal_mp_wait_lcore();
-      return Fail(absl::StrFormat("cannot start worker on lcore %u: %s", c.lcore,
-                                  std::strerror(-rc)));
+      return absl::InternalError(absl::StrFormat("cannot start worker on lcore %u: %s", c.lcore,
+                                                 std::strerror(-rc)));
     }
   }
+  return running;
+}
 
+void LogStarted(const AppArgs& args, const Config& config, const std::vector<unsigned>& worker_lcores,
+                const Ports& ports) {
+  const PortInfo& port = ports.front.info();
+  const uint32_t num_workers = ports.num_workers;
   size_t backends = 0;
-  for (const VipConfig& v : config->vips) backends += v.backends.size();
+  for (const VipConfig& v : config.vips) backends += v.backends.size();
   std::vector<std::string> lcores_text;
   for (uint32_t i = 0; i < num_workers; ++i) lcores_text.push_back(absl::StrCat(worker_lcores[i]));
   std::string idle_lcores;
@@ -428,42 +391,114 @@ int Main(int argc, char** argv) {
                                   worker_lcores.size() - num_workers, num_workers,
                                   num_workers == 1 ? "" : "s");
   }
-  std::string arms = backend_port ? absl::StrFormat(" + backend port %u %s (%s), two-arm",
-                                                   backend_port->port_id, backend_port->name,
-                                                   backend_port->driver)
-                                  : std::string(", one-arm");
+  std::string arms = ports.backend ? absl::StrFormat(" + backend port %u %s (%s), two-arm",
+                                                    ports.backend->info().port_id,
+                                                    ports.backend->info().name,
+                                                    ports.backend->info().driver)
+                                   : std::string(", one-arm");
   LogLine(absl::StrFormat(
       "started: port %u %s (%s) mac %s%s, %u queue pair%s (%s), %u worker%s on lcore%s %s%s; "
       "config %s generation 1: %u VIPs, %u backends; addresses %s %s; telemetry %s/dpdk_telemetry.v2",
-      port->port_id, port->name, port->driver, port->mac.ToString(), arms, port->num_queues,
-      port->num_queues == 1 ? "" : "s", port->distribution, num_workers, num_workers == 1 ? "" : "s",
+      port.port_id, port.name, port.driver, port.mac.ToString(), arms, port.num_queues,
+      port.num_queues == 1 ? "" : "s", port.distribution, num_workers, num_workers == 1 ? "" : "s",
       num_workers == 1 ? "" : "s", absl::StrJoin(lcores_text, ","), idle_lcores, args.config_path,
-      config->vips.size(), backends, config->lb.ipv4 ? config->lb.ipv4->ToString() : "-",
-      config->lb.ipv6 ? config->lb.ipv6->ToString() : "-", rte_eal_get_runtime_dir()));
+      config.vips.size(), backends, config.lb.ipv4 ? config.lb.ipv4->ToString() : "-",
+      config.lb.ipv6 ? config.lb.ipv6->ToString() : "-", rte_eal_get_runtime_dir()));
+}
+
+// Telemetry answers from the controller while this lives.
+class TelemetryRegistration {
+ public:
+  explicit TelemetryRegistration(Controller* controller) { RegisterTelemetry(controller); }
+  TelemetryRegistration(const TelemetryRegistration&) = delete;
+  TelemetryRegistration& operator=(const TelemetryRegistration&) = delete;
+  ~TelemetryRegistration() { Unregister(); }
+  // Waits for callbacks in flight (telemetry.h); once only.
+  void Unregister() {
+    if (registered_) UnregisterTelemetry();
+    registered_ = false;
+  }
+
+ private:
+  bool registered_ = true;
+};
+
+// The control thread: publishes generation 1, starts the workers, serves
+// until SIGINT/SIGTERM, then stops the workers and the ports.
+absl::Status RunControlLoop(const AppArgs& args, const Config& config, int signal_fd,
+                            const std::vector<unsigned>& worker_lcores, Ports& ports,
+                            DataPlane& dp) {
+  ControllerOptions copts;
+  copts.config_path = args.config_path;
+  copts.port = ports.front.info();
+  copts.publisher = dp.publisher.get();
+  copts.to_control = dp.to_control.get();
+  copts.from_control = dp.from_control.get();
+  copts.signal_fd = signal_fd;
+  for (uint32_t i = 0; i < dp.workers.size(); ++i) {
+    copts.workers.push_back(dp.workers[i].get());
+    copts.loop_counters.push_back(dp.loop_counters[i].get());
+  }
+  Controller controller(std::move(copts));
+  absl::Status started = controller.Start(config);
+  if (!started.ok()) return started;
+  TelemetryRegistration telemetry(&controller);
+
+  absl::StatusOr<std::unique_ptr<RunningWorkers>> workers =
+      LaunchWorkers(args, worker_lcores, ports, dp);
+  if (!workers.ok()) return workers.status();
+  LogStarted(args, config, worker_lcores, ports);
 
   std::string why = controller.Run();
-  UnregisterTelemetry();
-  stop = true;
-  rte_eal_mp_wait_lcore();
-  steer_rings.reset();
+  telemetry.Unregister();
+  (*workers)->Stop();
   uint64_t rx = 0, tx = 0;
-  for (const auto& w : workers) {
+  for (const auto& w : dp.workers) {
     rx += w->counters().rx_packets.value();
     tx += w->counters().tx_packets.value();
   }
-  ShutDownPort(*port);
-  if (backend_port) ShutDownPort(*backend_port);
+  // The rings may hold buffers of the ports' pools, which Close frees.
+  dp.to_control.reset();
+  dp.from_control.reset();
+  ports.Close();
   LogLine(absl::StrFormat("stopped on %s: %u packets received, %u sent", why, rx, tx));
   {
-    // UnregisterTelemetry waited for callbacks in flight; the mutex keeps any
-    // reader of the snapshot (WithView holds it) off what is freed here.
-    std::lock_guard<std::mutex> lock((*publisher)->mutex());
-    workers.clear();
+    // Telemetry is unregistered; the mutex also keeps any reader of the
+    // snapshot (WithView holds it) off what is freed here.
+    std::lock_guard<std::mutex> lock(dp.publisher->mutex());
+    dp.workers.clear();
   }
-  publisher->reset();
-  rte_ring_free(to_control);
-  rte_ring_free(from_control);
-  rte_eal_cleanup();
+  return absl::OkStatus();
+}
+
+// Everything after the command line, as steps. Each step returns the owners
+// of what it made; on a failure they undo it in reverse (data plane, ports,
+// EAL) before the caller prints the error.
+absl::Status Serve(CommandLine& cmd) {
+  // The config first: a bad file is reported before EAL spends time starting.
+  absl::StatusOr<Config> config = LoadConfig(cmd.app.config_path);
+  if (!config.ok()) return config.status();
+  absl::StatusOr<int> signal_fd = BlockSignals();
+  if (!signal_fd.ok()) return signal_fd.status();
+  std::vector<unsigned> worker_lcores;
+  absl::StatusOr<Eal> eal = StartEal(cmd.eal_argv, &worker_lcores);
+  if (!eal.ok()) return eal.status();
+  absl::StatusOr<Ports> ports =
+      SetUpPorts(cmd.app, static_cast<uint16_t>(worker_lcores.size()), config->lb.mtu);
+  if (!ports.ok()) return ports.status();
+  absl::StatusOr<DataPlane> data_plane = CreateDataPlane(ports->num_workers, *config);
+  if (!data_plane.ok()) return data_plane.status();
+  return RunControlLoop(cmd.app, *config, *signal_fd, worker_lcores, *ports, *data_plane);
+}
+
+int Main(int argc, char** argv) {
+  absl::StatusOr<CommandLine> cmd = ParseCommandLine(argc, argv);
+  if (!cmd.ok()) {
+    std::fputs(kUsage, stderr);
+    return Fail(std::string(cmd.status().message()), kExitUsage);
+  }
+  absl::Status served = Serve(*cmd);
+  if (!served.ok()) return Fail(std::string(served.message()));
   return kExitOk;
 }
 

@@ -59,12 +59,13 @@ absl::StatusOr<RssConfig> ReadRss(uint16_t port_id) {
 
 }  // namespace
 
-absl::StatusOr<PortInfo> SetUpPort(uint16_t port_id, uint16_t workers, uint32_t mtu) {
+absl::StatusOr<Port> SetUpPort(uint16_t port_id, uint16_t workers, uint32_t mtu) {
   if (!rte_eth_dev_is_valid_port(port_id)) {
     return absl::NotFoundError(absl::StrFormat("no DPDK port %u", port_id));
   }
-  PortInfo info;
-  info.port_id = port_id;
+  // Closed again (and its pool freed) by `port` on any failure below.
+  Port port(port_id);
+  PortInfo& info = port.info_;
   rte_eth_dev_info dev{};
   int rc = rte_eth_dev_info_get(port_id, &dev);
   if (rc != 0) return PortError(port_id, "rte_eth_dev_info_get", rc);
@@ -135,8 +136,10 @@ absl::StatusOr<PortInfo> SetUpPort(uint16_t port_id, uint16_t workers, uint32_t 
         absl::StrFormat("port %u: lb.mtu %u needs %u-byte packet buffers, more than DPDK's %u",
                         port_id, mtu, data_room, UINT16_MAX));
   }
-  info.pool = rte_pktmbuf_pool_create(pool_name.c_str(), kMbufsPerQueue * queues * 2 - 1,
-                                      kMbufCacheSize, 0, static_cast<uint16_t>(data_room), socket);
+  port.pool_.reset(rte_pktmbuf_pool_create(pool_name.c_str(), kMbufsPerQueue * queues * 2 - 1,
+                                            kMbufCacheSize, 0, static_cast<uint16_t>(data_room),
+                                            socket));
+  info.pool = port.pool_.get();
   if (info.pool == nullptr) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "port %u: cannot allocate %u packet buffers of %u bytes: %s (give EAL more memory with -m)",
@@ -151,6 +154,7 @@ absl::StatusOr<PortInfo> SetUpPort(uint16_t port_id, uint16_t workers, uint32_t 
   }
   rc = rte_eth_dev_start(port_id);
   if (rc != 0) return PortError(port_id, "rte_eth_dev_start", rc);
+  port.started_ = true;
   // Unicast to our MAC is enough for ARP/ND/VIP traffic, but L2 setups that
   // flood (bridges before learning) need promiscuous mode; some PMDs refuse.
   rte_eth_promiscuous_enable(port_id);
@@ -165,16 +169,18 @@ absl::StatusOr<PortInfo> SetUpPort(uint16_t port_id, uint16_t workers, uint32_t 
   rte_ether_addr mac{};
   rte_eth_macaddr_get(port_id, &mac);
   std::memcpy(info.mac.bytes.data(), mac.addr_bytes, 6);
-  return info;
+  return port;
 }
 
-absl::Status SetPortMac(uint16_t port_id, const MacAddress& mac) {
+absl::Status Port::SetMac(const MacAddress& mac) {
+  const uint16_t port_id = info_.port_id;
   rte_ether_addr addr;
   std::memcpy(addr.addr_bytes, mac.bytes.data(), 6);
   // Already ours (net_pcap with phy_mac=1 on an interface given that MAC):
   // nothing to set, and such a PMD could not set it anyway.
   rte_ether_addr current{};
   if (rte_eth_macaddr_get(port_id, &current) == 0 && rte_is_same_ether_addr(&current, &addr)) {
+    info_.mac = mac;
     return absl::OkStatus();
   }
   int rc = rte_eth_dev_default_mac_addr_set(port_id, &addr);
@@ -183,12 +189,17 @@ absl::Status SetPortMac(uint16_t port_id, const MacAddress& mac) {
         "port %u: cannot set its MAC to %s (%s); two-arm mode needs a port whose MAC can be set",
         port_id, mac.ToString(), std::strerror(rc < 0 ? -rc : rc)));
   }
+  info_.mac = mac;
   return absl::OkStatus();
 }
 
-void ShutDownPort(const PortInfo& port) {
-  rte_eth_dev_stop(port.port_id);
-  rte_eth_dev_close(port.port_id);
+void Port::Close() {
+  if (started_) rte_eth_dev_stop(info_.port_id);
+  if (owned_) rte_eth_dev_close(info_.port_id);
+  started_ = owned_ = false;
+  // After the close: the port's queues held buffers of the pool.
+  pool_.reset();
+  info_.pool = nullptr;
 }
 
 }  // namespace maglb

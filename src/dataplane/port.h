@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
+#include "dataplane/dpdk_owners.h"
 #include "maglb/ip_address.h"
 #include "maglb/toeplitz.h"
 
@@ -40,16 +42,45 @@ struct PortInfo {
   uint32_t max_mtu = 0;
 };
 
+/// A port this process set up, with its packet buffer pool: stopped and
+/// closed when destroyed (or on Close()), then its pool freed (the port's
+/// queues hold the pool's buffers until it closes). Destroy it after the
+/// workers polling it have stopped, and before the EAL.
+class Port {
+ public:
+  Port(Port&& other) noexcept
+      : info_(std::move(other.info_)),
+        owned_(std::exchange(other.owned_, false)),
+        started_(std::exchange(other.started_, false)),
+        pool_(std::move(other.pool_)) {}
+  Port& operator=(Port&&) = delete;
+  ~Port() { Close(); }
+
+  const PortInfo& info() const { return info_; }
+  const PortInfo* operator->() const { return &info_; }
+
+  /// Sets the port's MAC address (two-arm: both arms answer as one MAC).
+  absl::Status SetMac(const MacAddress& mac);
+
+  /// Stops and closes the port, then frees its pool. Once only; later calls
+  /// do nothing.
+  void Close();
+
+ private:
+  friend absl::StatusOr<Port> SetUpPort(uint16_t port_id, uint16_t workers, uint32_t mtu);
+  explicit Port(uint16_t port_id) : owned_(true) { info_.port_id = port_id; }
+
+  PortInfo info_;
+  bool owned_ = false;    // closed by Close()
+  bool started_ = false;  // stopped by Close()
+  UniqueMempool pool_;    // info_.pool
+};
+
 /// Configures and starts `port_id` with up to `workers` queue pairs. Where the
 /// PMD cannot spread flows over queues, uses one queue (and says so in
-/// PortInfo::distribution): the caller then polls with one worker.
-absl::StatusOr<PortInfo> SetUpPort(uint16_t port_id, uint16_t workers, uint32_t mtu);
-
-/// Sets the port's MAC address (two-arm: both arms answer as one MAC).
-absl::Status SetPortMac(uint16_t port_id, const MacAddress& mac);
-
-/// Stops and closes the port.
-void ShutDownPort(const PortInfo& port);
+/// PortInfo::distribution): the caller then polls with one worker. On failure
+/// the port is closed again and its pool freed.
+absl::StatusOr<Port> SetUpPort(uint16_t port_id, uint16_t workers, uint32_t mtu);
 
 }  // namespace maglb
 

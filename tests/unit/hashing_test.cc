@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "maglb/classic_hash.h"
+#include "ctl/classic_hash.h"
 #include "maglb/config.h"
 #include "maglb/hash.h"
 #include "maglb/maglev.h"

@@ -1,4 +1,4 @@
-#include "maglb/classic_hash.h"
+#include "classic_hash.h"
 
 #include <cmath>
 

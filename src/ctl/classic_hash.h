@@ -3,8 +3,8 @@
 // tables: a 32-bit string hash (FNV-1a 32 then MurmurHash3's fmix32), keys
 // drawn from mulberry32, servers "S0".."S<n-1>". maglb's own placement never
 // uses these (it uses XXH64); they exist to reproduce figures.
-#ifndef MAGLB_CLASSIC_HASH_H_
-#define MAGLB_CLASSIC_HASH_H_
+#ifndef MAGLB_CTL_CLASSIC_HASH_H_
+#define MAGLB_CTL_CLASSIC_HASH_H_
 
 #include <cstdint>
 #include <string>
@@ -58,4 +58,4 @@ std::string ClassicServerName(uint32_t index);
 
 }  // namespace maglb
 
-#endif  // MAGLB_CLASSIC_HASH_H_
+#endif  // MAGLB_CTL_CLASSIC_HASH_H_

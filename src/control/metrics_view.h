@@ -1,0 +1,55 @@
+// What the metric list (maglb/metrics.h) reads in the daemon: the controller's
+// state, counter totals, control stats and options, for one request, under
+// the controller's lock (Controller::WithView). Every exporter reads values
+// through ReadMetric, never a field by hand.
+#ifndef MAGLB_CONTROL_METRICS_VIEW_H_
+#define MAGLB_CONTROL_METRICS_VIEW_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "control/controller.h"
+#include "maglb/metrics.h"
+
+namespace maglb {
+
+class MetricsView {
+ public:
+  MetricsView(const LbState& state, const CounterTotals& totals, const ControlStats& control,
+              const ControllerOptions& options, uint64_t now_ns);
+
+  /// One value of metric `id` for the label values in `k`.
+  uint64_t Read(MetricId id, const MetricKey& k = {}) const;
+  /// Every value of a family (the entries named as `id`'s), summed over
+  /// their reasons and workers (not VIPs or backends).
+  uint64_t Sum(MetricId id) const;
+
+  // For the list's READ expressions.
+  const LbState& state;
+  const CounterTotals& totals;
+  const ControlStats& control;
+  const ControllerOptions& options;
+  const uint64_t now_ns;
+  size_t worker_count() const { return totals.conntrack_occupied.size(); }
+  /// A loop counter summed over the workers.
+  uint64_t Loop(Counter LoopCounters::*counter) const;
+  uint64_t Local(LocalCounter c) const { return totals.local[static_cast<size_t>(c)]; }
+  const CounterTotals::Vip& Vip(const MetricKey& k) const { return totals.vips[k.vip]; }
+  const BackendState& Backend(const MetricKey& k) const {
+    return state.vips()[k.vip].backends[k.backend];
+  }
+  const CounterTotals::Flow& BackendFlow(const MetricKey& k) const {
+    return totals.vips[k.vip].backends[k.backend].counters;
+  }
+  /// Lookup table entries of a backend; one pass over the VIP's table per request.
+  uint64_t TableEntries(const MetricKey& k) const;
+
+ private:
+  mutable size_t entries_vip_ = SIZE_MAX;  // whose counts entries_ holds
+  mutable std::vector<uint32_t> entries_;
+};
+
+}  // namespace maglb
+
+#endif  // MAGLB_CONTROL_METRICS_VIEW_H_

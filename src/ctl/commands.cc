@@ -1,0 +1,25 @@
+#include "commands.h"
+
+#include "analyze.h"
+#include "diff.h"
+#include "stats.h"
+#include "table.h"
+
+namespace maglb {
+
+std::span<const Command> Commands() {
+  static const Command kCommands[] = {
+      {"table", CmdTable, kTableUsage},
+      {"diff", CmdDiff, kDiffUsage},
+      {"analyze", CmdAnalyze, kAnalyzeUsage},
+      {"stats", CmdStats, kStatsUsage},
+  };
+  return kCommands;
+}
+
+void PrintUsage(FILE* out) {
+  std::fputs("usage:\n", out);
+  for (const Command& c : Commands()) std::fputs(c.usage, out);
+}
+
+}  // namespace maglb

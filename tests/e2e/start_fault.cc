@@ -1,0 +1,83 @@
+// LD_PRELOAD shim for start_failure_test.py: makes one DPDK call fail
+// (MAGLB_FAULT=ring|launch|dev_start) and logs, in order, the calls that
+// release DPDK resources to MAGLB_FAULT_LOG, so the test can see that every
+// exit path of maglb cleans up.
+#include <dlfcn.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_launch.h>
+#include <rte_mempool.h>
+#include <rte_ring.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace {
+
+bool Fault(const char* what) {
+  const char* f = std::getenv("MAGLB_FAULT");
+  return f != nullptr && std::strcmp(f, what) == 0;
+}
+
+void Log(const char* call) {
+  const char* path = std::getenv("MAGLB_FAULT_LOG");
+  if (path == nullptr) return;
+  if (FILE* f = std::fopen(path, "a")) {
+    std::fprintf(f, "%s\n", call);
+    std::fclose(f);
+  }
+}
+
+template <typename F>
+F Next(const char* name) {
+  return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+}
+
+}  // namespace
+
+extern "C" {
+
+rte_ring* rte_ring_create(const char* name, unsigned count, int socket_id, unsigned flags) {
+  if (Fault("ring") && std::strcmp(name, "maglb_to_ctl") == 0) {
+    rte_errno = ENOMEM;
+    return nullptr;
+  }
+  return Next<rte_ring* (*)(const char*, unsigned, int, unsigned)>("rte_ring_create")(
+      name, count, socket_id, flags);
+}
+
+int rte_eal_remote_launch(lcore_function_t* f, void* arg, unsigned worker_id) {
+  if (Fault("launch")) return -EBUSY;
+  return Next<int (*)(lcore_function_t*, void*, unsigned)>("rte_eal_remote_launch")(f, arg,
+                                                                                   worker_id);
+}
+
+int rte_eth_dev_start(uint16_t port_id) {
+  if (Fault("dev_start")) return -EIO;
+  return Next<int (*)(uint16_t)>("rte_eth_dev_start")(port_id);
+}
+
+int rte_eth_dev_stop(uint16_t port_id) {
+  Log("rte_eth_dev_stop");
+  return Next<int (*)(uint16_t)>("rte_eth_dev_stop")(port_id);
+}
+
+int rte_eth_dev_close(uint16_t port_id) {
+  Log("rte_eth_dev_close");
+  return Next<int (*)(uint16_t)>("rte_eth_dev_close")(port_id);
+}
+
+void rte_mempool_free(rte_mempool* mp) {
+  if (mp != nullptr && std::strncmp(mp->name, "maglb_mbufs_", 12) == 0) Log("rte_mempool_free");
+  Next<void (*)(rte_mempool*)>("rte_mempool_free")(mp);
+}
+
+int rte_eal_cleanup(void) {
+  Log("rte_eal_cleanup");
+  return Next<int (*)(void)>("rte_eal_cleanup")();
+}
+
+}  // extern "C"

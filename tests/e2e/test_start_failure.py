@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""maglb's start and stop paths release what they took: the port stopped and
+closed, its buffer pool freed, then the EAL cleaned up (its multi-process
+socket gone from /var/run/dpdk/<prefix>), whichever step fails. Runs maglb on
+a net_null port (no namespaces needed); a preloaded shim (start_fault.cc)
+makes one DPDK call fail and logs the release calls. The error line and exit
+code stay those of the daemon."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+import lbtest
+
+SHIM = os.path.join(lbtest.BUILD_DIR, "tests", "e2e", "libmaglb_start_fault.so")
+PORT_RELEASE = ["rte_eth_dev_close", "rte_mempool_free", "rte_eal_cleanup"]
+STARTED_RELEASE = ["rte_eth_dev_stop"] + PORT_RELEASE
+
+
+def run_maglb(tmp, name, vdev, config, fault=None, stop_after_start=False):
+    prefix = "mlb-startfail-%d-%s" % (os.getpid(), name)
+    log_path = os.path.join(tmp, name + ".calls")
+    env = dict(os.environ, LD_PRELOAD=SHIM, MAGLB_FAULT_LOG=log_path)
+    if fault:
+        env["MAGLB_FAULT"] = fault
+    cmd = [lbtest.MAGLB, "--no-huge", "--no-pci", "-m", "64", "-l", "0,1", "--file-prefix", prefix,
+           vdev, "--", "--config", config, "--idle-sleep-us", "50"]
+    p = None
+    try:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        out = ""
+        if stop_after_start:
+            # SIGTERM once it serves (signals are blocked for its signalfd by then).
+            for line in p.stdout:
+                out += line
+                if "maglb: started:" in line:
+                    p.send_signal(signal.SIGTERM)
+                    break
+        rest, _ = p.communicate(timeout=30)
+        out += rest
+        run_dir = os.path.join(lbtest.DPDK_RUN_DIR, prefix)
+        mp_socket_left = os.path.exists(os.path.join(run_dir, "mp_socket"))
+        calls = open(log_path).read().split() if os.path.exists(log_path) else []
+        return p.returncode, out, calls, mp_socket_left
+    finally:
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait()
+        shutil.rmtree(os.path.join(lbtest.DPDK_RUN_DIR, prefix), ignore_errors=True)
+
+
+def expect(tmp, name, vdev, config, rc, message, calls, fault=None, stop_after_start=False):
+    got_rc, out, got_calls, mp_socket_left = run_maglb(tmp, name, vdev, config, fault, stop_after_start)
+    lbtest.log("%s: rc %s, calls %s, output:\n%s" % (name, got_rc, got_calls, out.strip()))
+    lbtest.check(got_rc == rc and message in out, "%s: exit %d with '%s'" % (name, rc, message))
+    lbtest.check(got_calls == calls, "%s: released in order: %s" % (name, " ".join(calls) or "nothing"))
+    lbtest.check(not mp_socket_left, "%s: no EAL socket left in %s" % (name, lbtest.DPDK_RUN_DIR))
+
+
+def main():
+    if os.geteuid() != 0:
+        print("skipped: needs root (DPDK runtime directory)")
+        return 77
+    if not os.path.exists(SHIM):
+        raise lbtest.TestFailure("%s not built" % SHIM)
+    tmp = tempfile.mkdtemp(prefix="mlb-startfail-")
+    try:
+        config = os.path.join(tmp, "maglb.toml")
+        shutil.copy(os.path.join(lbtest.SOURCE_DIR, "config", "example.toml"), config)
+        null = "--vdev=net_null0,no-rx=1"
+        expect(tmp, "started", null, config, 0, "maglb: stopped on SIGTERM", STARTED_RELEASE,
+               stop_after_start=True)
+        expect(tmp, "ring", null, config, 1, "maglb: error: cannot create control rings: ",
+               STARTED_RELEASE, fault="ring")
+        expect(tmp, "launch", null, config, 1, "maglb: error: cannot start worker on lcore 1: ",
+               STARTED_RELEASE, fault="launch")
+        expect(tmp, "dev_start", null, config, 1, "maglb: error: port 0: rte_eth_dev_start failed: ",
+               PORT_RELEASE, fault="dev_start")
+        expect(tmp, "no_port", "--vdev=net_pcap0,iface=mlb-no-such-if", config, 1,
+               "maglb: error: no DPDK port: the virtual device --vdev=net_pcap0,iface=mlb-no-such-if "
+               "failed to probe", ["rte_eal_cleanup"])
+        expect(tmp, "eal_argument", "--no-such-eal-option", config, 1,
+               "maglb: error: EAL initialisation failed: unrecognized option '--no-such-eal-option'", [])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except lbtest.TestFailure as e:
+        print("FAIL: %s" % e)
+        sys.exit(1)
