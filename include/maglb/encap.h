@@ -47,11 +47,13 @@
 #include <cstdint>
 #include <optional>
 
-#include "maglb/config.h"
+#include "maglb/forwarding.h"
 #include "maglb/ip_address.h"
 #include "maglb/packet.h"
 
 namespace maglb {
+
+struct LbConfig;  // config.h: only EncapConfig::FromLbConfig reads it
 
 inline constexpr size_t kIpv4HeaderLen = 20;
 inline constexpr size_t kIpv6HeaderLen = 40;

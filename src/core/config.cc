@@ -50,6 +50,13 @@ std::string_view ToString(Algorithm a) {
   return "?";
 }
 
+std::vector<VipSpec> VipSpecsOf(const std::vector<VipConfig>& vips) {
+  std::vector<VipSpec> specs;
+  specs.reserve(vips.size());
+  for (const VipConfig& v : vips) specs.push_back(v.spec());
+  return specs;
+}
+
 std::vector<BackendSpec> VipConfig::BackendSpecs() const {
   std::vector<BackendSpec> specs;
   specs.reserve(backends.size());
