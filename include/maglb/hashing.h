@@ -41,7 +41,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "maglb/lookup_table.h"
-#include "maglb/maglev.h"
 #include "maglb/table_scheme.h"
 
 namespace maglb {

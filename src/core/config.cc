@@ -24,6 +24,7 @@
 #include "maglb/bounded_load.h"
 #include "maglb/hashing.h"
 #include "maglb/lb_state.h"
+#include "maglb/maglev.h"
 #include "maglb/prime.h"
 
 namespace maglb {

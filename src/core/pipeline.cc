@@ -6,6 +6,7 @@
 #include "maglb/bounded_load.h"
 #include "maglb/encap.h"
 #include "maglb/flow_hash.h"
+#include "maglb/lb_state.h"
 #include "maglb/reply.h"
 
 namespace maglb {
