@@ -355,7 +355,7 @@ class Conntrack {
     SetState(index, s, flags, now_ns);
   }
 
-  /// Tracks a new flow that Lookup did not find. `protocol` is IPPROTO_TCP
+  /// Tracks a new flow that Lookup did not find. `protocol` is kIpProtoTcp
   /// (flags decide the initial state: a SYN without ACK starts half-open,
   /// anything else — a mid-flow pickup after a restart or an ECMP shift —
   /// starts established, or closing for FIN/RST) or anything else (kUdp).
