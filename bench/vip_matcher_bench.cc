@@ -20,8 +20,8 @@
 #include <cstring>
 #include <vector>
 
-#include "maglb/config.h"
 #include "maglb/packet.h"
+#include "maglb/vip_spec.h"
 
 namespace maglb {
 namespace {
@@ -56,8 +56,8 @@ IpAddress SetAddress(Set set, uint32_t i) {
   return a;
 }
 
-std::vector<VipConfig> SetVips(Set set) {
-  std::vector<VipConfig> vips(kVips);
+std::vector<VipSpec> SetVips(Set set) {
+  std::vector<VipSpec> vips(kVips);
   for (uint32_t i = 0; i < kVips; ++i) {
     vips[i].address = SetAddress(set, i);
     vips[i].protocol = Protocol::kTcp;
@@ -70,7 +70,7 @@ std::vector<VipConfig> SetVips(Set set) {
 // same layout and probe loop as VipMatcher had, with its unkeyed hash.
 class OldMatcher {
  public:
-  explicit OldMatcher(const std::vector<VipConfig>& vips) {
+  explicit OldMatcher(const std::vector<VipSpec>& vips) {
     uint32_t capacity = 4;
     while (capacity < 2 * vips.size()) capacity *= 2;
     groups_.assign(capacity, Group{});
@@ -220,7 +220,7 @@ void BM_Lookup_Old(benchmark::State& state) {
 
 // Building the matcher (control path) for the whole set.
 void BM_Build(benchmark::State& state) {
-  const std::vector<VipConfig> vips = SetVips(static_cast<Set>(state.range(0)));
+  const std::vector<VipSpec> vips = SetVips(static_cast<Set>(state.range(0)));
   for (auto _ : state) {
     VipMatcher m(vips, VipHashKey{0x243F6A8885A308D3ull, 0x13198A2E03707344ull});
     benchmark::DoNotOptimize(m.size());

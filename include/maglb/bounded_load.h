@@ -6,8 +6,8 @@
 //
 // In the data plane (Worker::BoundedLoadChoice in pipeline.cc) only new flows
 // of a VIP with epsilon set are placed this way, each worker against its own
-// counts (FlowLoads in conntrack.h: its active flows per backend and per VIP,
-// kept by its conntrack). Each worker sees its RSS share of the flows, so the
+// counts (FlowLoads below: its active flows per backend and per VIP, kept by
+// its conntrack). Each worker sees its RSS share of the flows, so the
 // bound holds per worker: a backend's flows on a worker stay within
 // ceil((1 + epsilon) * that worker's weighted average), hence within about
 // (1 + epsilon) of the overall average up to how evenly RSS splits flows.
@@ -19,6 +19,7 @@
 #define MAGLB_BOUNDED_LOAD_H_
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -89,6 +90,78 @@ BoundedLoadChoice BoundedLoadAssign(std::span<const uint32_t> preference, const 
 /// M slots.
 std::vector<uint32_t> TablePreference(const LookupTable& table, uint32_t slot,
                                       size_t max_backends);
+
+/// ConntrackEntry::load_slot of a flow that FlowLoads does not count.
+inline constexpr uint32_t kUncountedFlow = 0xFFFFFFFF;
+
+/// Active flows per backend and per VIP on one worker, for bounded loads
+/// (above), kept exactly by the conntrack's own events: +1 when a
+/// counted flow is inserted for a backend, -1 when its entry leaves that
+/// backend (its way reused after expiry, evicted, repinned, removed).
+///
+/// Expiry is lazy: a flow that went idle still counts until an insert reuses
+/// its way. The average that the bound is relative to comes from the same
+/// counts, so idle flows inflate a backend's count and the average alike.
+///
+/// Slots are the backends' counter slots (lb_state.h), which a reload may hand
+/// to another backend: a slot belongs to one backend id, and each snapshot
+/// that the worker adopts re-registers its backends (Adopt). A slot that
+/// changed hands starts from zero; the entries of a backend that is no longer
+/// configured (or whose slot went to another) are ignored when they leave; a
+/// VIP's total is rebuilt at each adoption as the sum over its current
+/// backends, so a removed backend's flows leave the average at once.
+class FlowLoads {
+ public:
+  /// No slots: nothing may be counted (Insert with kUncountedFlow only).
+  FlowLoads() = default;
+  FlowLoads(uint32_t backend_slots, uint32_t vip_slots);
+
+  /// Adoption of a snapshot: BeginAdoption, then for each VIP AdoptVip and
+  /// AdoptBackend for each of its backends. Slots not adopted since the last
+  /// BeginAdoption are inert.
+  void BeginAdoption() { ++epoch_; }
+  void AdoptVip(uint32_t vip_slot) { vip_active_[vip_slot] = 0; }
+  void AdoptBackend(uint32_t slot, uint32_t backend_id, uint32_t vip_slot) {
+    Cell& c = cells_[slot];
+    if (c.owner != backend_id) {
+      c.owner = backend_id;
+      c.active = 0;
+    }
+    c.epoch = epoch_;
+    c.vip_slot = vip_slot;
+    vip_active_[vip_slot] += c.active;
+  }
+
+  /// Counted flows of the backend in `slot`, and of the VIP in `vip_slot`.
+  uint32_t active(uint32_t slot) const { return cells_[slot].active; }
+  uint64_t vip_active(uint32_t vip_slot) const { return vip_active_[vip_slot]; }
+
+  /// A counted flow placed on the backend in `slot` (adopted, current).
+  void Add(uint32_t slot) {
+    Cell& c = cells_[slot];
+    ++c.active;
+    ++vip_active_[c.vip_slot];
+  }
+  /// A counted flow of backend `backend_id` leaves `slot`; ignored when the
+  /// slot is not that backend's in the current snapshot.
+  void Release(uint32_t slot, uint32_t backend_id) {
+    Cell& c = cells_[slot];
+    if (c.owner != backend_id || c.epoch != epoch_ || c.active == 0) return;
+    --c.active;
+    --vip_active_[c.vip_slot];
+  }
+
+ private:
+  struct Cell {
+    uint32_t owner = 0;  // backend id; 0 is never assigned
+    uint32_t epoch = 0;  // adoption that last registered this slot
+    uint32_t active = 0;
+    uint32_t vip_slot = 0;
+  };
+  std::unique_ptr<Cell[]> cells_;
+  std::unique_ptr<uint64_t[]> vip_active_;
+  uint32_t epoch_ = 0;
+};
 
 }  // namespace maglb
 

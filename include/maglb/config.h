@@ -12,30 +12,21 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "maglb/conntrack_config.h"
+#include "maglb/forwarding.h"
 #include "maglb/ip_address.h"
 #include "maglb/lookup_table.h"
-#include "maglb/hashing.h"
-#include "maglb/maglev.h"
+#include "maglb/table_scheme.h"
+#include "maglb/vip_spec.h"
 
 namespace maglb {
 
-enum class Protocol : uint8_t { kTcp = 6, kUdp = 17 };
-enum class Forwarding : uint8_t { kGre, kIpip, kL2Dsr };
-/// How a VIP's table is filled. Every scheme compiles to a LookupTable.
-enum class Algorithm : uint8_t { kMaglev, kRing, kRendezvous, kJump, kModulo };
-
-std::string_view ToString(Protocol p);
-std::string_view ToString(Forwarding f);
-std::string_view ToString(Algorithm a);
+// The small specs the packet path takes live in their own headers, which this
+// one includes: Protocol and VipSpec (vip_spec.h), Forwarding, kDefaultMtu and
+// kDefaultEncapTtl (forwarding.h), ConntrackConfig and its defaults
+// (conntrack_config.h), Algorithm and the table limits (table_scheme.h).
 
 inline constexpr uint64_t kDefaultHashSeed = 0;
-inline constexpr uint32_t kDefaultConntrackCapacity = 1u << 20;  // flows per worker
-inline constexpr uint32_t kDefaultTcpEstablishedTimeoutS = 3600;
-inline constexpr uint32_t kDefaultTcpClosingTimeoutS = 10;
-inline constexpr uint32_t kDefaultTcpSynTimeoutS = 30;
-inline constexpr uint32_t kDefaultUdpTimeoutS = 60;
-inline constexpr uint32_t kDefaultMtu = 1500;
-inline constexpr uint8_t kDefaultEncapTtl = 64;
 // What the LB sends on its own, per worker and second (reply.h, TokenBucket):
 // as Linux's icmp_msgs_per_sec / icmp_msgs_burst.
 inline constexpr uint32_t kDefaultReplyRate = 1000;
@@ -102,7 +93,12 @@ struct VipConfig {
   int line = 0;
 
   std::vector<BackendSpec> BackendSpecs() const;
+  /// What VipMatcher needs of it: (address, protocol, port).
+  VipSpec spec() const { return {address, protocol, port}; }
 };
+
+/// The VipSpec of each VIP, in order (VipMatcher's input: VIP i gets index i).
+std::vector<VipSpec> VipSpecsOf(const std::vector<VipConfig>& vips);
 
 /// Everything that decides a VIP's table, and nothing else. The data plane
 /// builds every table from this alone (BuildLbState builds
@@ -151,15 +147,6 @@ struct LbConfig {
   uint32_t reply_burst = kDefaultReplyBurst;
   /// Cap on the sum of all VIPs' table memory (kDefaultMaxTableMemoryMb).
   uint32_t max_table_memory_mb = kDefaultMaxTableMemoryMb;
-};
-
-struct ConntrackConfig {
-  uint32_t capacity = kDefaultConntrackCapacity;
-  uint32_t tcp_established_timeout_s = kDefaultTcpEstablishedTimeoutS;
-  uint32_t tcp_closing_timeout_s = kDefaultTcpClosingTimeoutS;
-  uint32_t tcp_syn_timeout_s = kDefaultTcpSynTimeoutS;
-  uint32_t udp_timeout_s = kDefaultUdpTimeoutS;
-  uint32_t proven_protect_s = 60;  // conntrack.h "Proven flows": unevictable while seen this recently
 };
 
 /// A static neighbour entry: overrides ARP/ND for that address.

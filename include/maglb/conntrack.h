@@ -81,9 +81,11 @@
 #include <emmintrin.h>
 #endif
 
-#include "maglb/config.h"
+#include "maglb/bounded_load.h"
+#include "maglb/conntrack_config.h"
 #include "maglb/flow.h"
 #include "maglb/flow_hash.h"
+#include "maglb/protocol_numbers.h"
 
 namespace maglb {
 
@@ -120,14 +122,7 @@ inline int32_t Remaining(uint32_t deadline, uint32_t now_tick) {
 /// tracked protocol). 0 is reserved for an empty way.
 enum class FlowState : uint8_t { kSynSent = 1, kEstablished = 2, kClosing = 3, kUdp = 4 };
 
-/// TCP flag bits as they sit in the TCP header's flags byte.
-inline constexpr uint8_t kTcpFin = 0x01;
-inline constexpr uint8_t kTcpSyn = 0x02;
-inline constexpr uint8_t kTcpRst = 0x04;
-inline constexpr uint8_t kTcpAck = 0x10;
-
-/// ConntrackEntry::load_slot of a flow that FlowLoads does not count.
-inline constexpr uint32_t kUncountedFlow = 0xFFFFFFFF;
+// TCP flag bits (kTcpFin, kTcpSyn, kTcpRst, kTcpAck): protocol_numbers.h.
 
 /// A tracked flow. Stable in memory until the next Insert or Remove.
 struct alignas(64) ConntrackEntry {
@@ -145,75 +140,6 @@ struct alignas(64) ConntrackEntry {
   uint32_t load_slot = kUncountedFlow;
 };
 static_assert(sizeof(ConntrackEntry) == 64);
-
-/// Active flows per backend and per VIP on one worker, for bounded loads
-/// (bounded_load.h), kept exactly by the conntrack's own events: +1 when a
-/// counted flow is inserted for a backend, -1 when its entry leaves that
-/// backend (its way reused after expiry, evicted, repinned, removed).
-///
-/// Expiry is lazy: a flow that went idle still counts until an insert reuses
-/// its way. The average that the bound is relative to comes from the same
-/// counts, so idle flows inflate a backend's count and the average alike.
-///
-/// Slots are the backends' counter slots (lb_state.h), which a reload may hand
-/// to another backend: a slot belongs to one backend id, and each snapshot
-/// that the worker adopts re-registers its backends (Adopt). A slot that
-/// changed hands starts from zero; the entries of a backend that is no longer
-/// configured (or whose slot went to another) are ignored when they leave; a
-/// VIP's total is rebuilt at each adoption as the sum over its current
-/// backends, so a removed backend's flows leave the average at once.
-class FlowLoads {
- public:
-  /// No slots: nothing may be counted (Insert with kUncountedFlow only).
-  FlowLoads() = default;
-  FlowLoads(uint32_t backend_slots, uint32_t vip_slots);
-
-  /// Adoption of a snapshot: BeginAdoption, then for each VIP AdoptVip and
-  /// AdoptBackend for each of its backends. Slots not adopted since the last
-  /// BeginAdoption are inert.
-  void BeginAdoption() { ++epoch_; }
-  void AdoptVip(uint32_t vip_slot) { vip_active_[vip_slot] = 0; }
-  void AdoptBackend(uint32_t slot, uint32_t backend_id, uint32_t vip_slot) {
-    Cell& c = cells_[slot];
-    if (c.owner != backend_id) {
-      c.owner = backend_id;
-      c.active = 0;
-    }
-    c.epoch = epoch_;
-    c.vip_slot = vip_slot;
-    vip_active_[vip_slot] += c.active;
-  }
-
-  /// Counted flows of the backend in `slot`, and of the VIP in `vip_slot`.
-  uint32_t active(uint32_t slot) const { return cells_[slot].active; }
-  uint64_t vip_active(uint32_t vip_slot) const { return vip_active_[vip_slot]; }
-
-  /// A counted flow placed on the backend in `slot` (adopted, current).
-  void Add(uint32_t slot) {
-    Cell& c = cells_[slot];
-    ++c.active;
-    ++vip_active_[c.vip_slot];
-  }
-  /// A counted flow of backend `backend_id` leaves `slot`; ignored when the
-  /// slot is not that backend's in the current snapshot.
-  void Release(uint32_t slot, uint32_t backend_id) {
-    Cell& c = cells_[slot];
-    if (c.owner != backend_id || c.epoch != epoch_ || c.active == 0) return;
-    --c.active;
-    --vip_active_[c.vip_slot];
-  }
-
- private:
-  struct Cell {
-    uint32_t owner = 0;  // backend id; 0 is never assigned
-    uint32_t epoch = 0;  // adoption that last registered this slot
-    uint32_t active = 0;
-    uint32_t vip_slot = 0;
-  };
-  std::unique_ptr<Cell[]> cells_;
-  std::unique_ptr<uint64_t[]> vip_active_;
-  uint32_t epoch_ = 0;
-};
 
 /// Idle timeouts in nanoseconds, from ConntrackConfig's seconds.
 struct ConntrackTimeouts {
@@ -429,7 +355,7 @@ class Conntrack {
     SetState(index, s, flags, now_ns);
   }
 
-  /// Tracks a new flow that Lookup did not find. `protocol` is IPPROTO_TCP
+  /// Tracks a new flow that Lookup did not find. `protocol` is kIpProtoTcp
   /// (flags decide the initial state: a SYN without ACK starts half-open,
   /// anything else — a mid-flow pickup after a restart or an ECMP shift —
   /// starts established, or closing for FIN/RST) or anything else (kUdp).

@@ -1,7 +1,7 @@
 // Encapsulate or rewrite a classified packet toward its backend, on byte
 // buffers with headroom. DPDK-free, allocation-free.
 //
-// Forwarding modes (config: Forwarding):
+// Forwarding modes (Forwarding, forwarding.h; [[vip]] forwarding):
 //  - kGre: outer IPv4/IPv6 + GRE (RFC 2784: 4 bytes, no checksum, no key),
 //    protocol type 0x0800 / 0x86DD by the inner family, as in the Maglev paper.
 //  - kIpip: IP-in-IP, RFC 2003 / RFC 2473: 4in4 (protocol 4), 6in4 (41),
@@ -47,11 +47,13 @@
 #include <cstdint>
 #include <optional>
 
-#include "maglb/config.h"
+#include "maglb/forwarding.h"
 #include "maglb/ip_address.h"
 #include "maglb/packet.h"
 
 namespace maglb {
+
+struct LbConfig;  // config.h: only EncapConfig::FromLbConfig reads it
 
 inline constexpr size_t kIpv4HeaderLen = 20;
 inline constexpr size_t kIpv6HeaderLen = 40;

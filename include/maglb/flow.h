@@ -19,7 +19,7 @@ struct FlowKey {
   std::array<uint8_t, 16> dst{};
   uint16_t src_port = 0;
   uint16_t dst_port = 0;
-  uint8_t protocol = 0;  // IPPROTO_*
+  uint8_t protocol = 0;  // kIpProto* (protocol_numbers.h)
   uint8_t is_v6 = 0;
   uint16_t reserved = 0;  // always 0
 

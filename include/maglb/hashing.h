@@ -41,7 +41,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "maglb/lookup_table.h"
-#include "maglb/maglev.h"
+#include "maglb/table_scheme.h"
 
 namespace maglb {
 
@@ -52,11 +52,8 @@ inline constexpr uint64_t kRendezvousSeed = 0x6d61676c622d7277ULL;  // "maglb-rw
 inline constexpr uint64_t kJumpSeed = 0x6d61676c622d6a70ULL;        // "maglb-jp"
 inline constexpr uint64_t kModuloSeed = 0x6d61676c622d6d64ULL;      // "maglb-md"
 
-/// Ring points per unit of weight when the VIP does not say (`ring_points`).
-/// Theory: a backend's share has sd/avg about 1/sqrt(points), so 100 points
-/// leave about 10% spread, and 1000 about 3%.
-inline constexpr uint32_t kDefaultRingPoints = 100;
-inline constexpr uint32_t kMaxRingPointsPerWeight = 10000;
+// Ring points per weight: kDefaultRingPoints, kMaxRingPointsPerWeight
+// (table_scheme.h).
 /// Cap on all points of one ring (sum of weight * points): 16 bytes each, and
 /// a sort of them on every rebuild; 2^22 is 64 MiB and under a second.
 inline constexpr uint64_t kMaxRingPointsTotal = 1ULL << 22;

@@ -4,20 +4,17 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "maglb/lookup_table.h"
+#include "maglb/table_scheme.h"
 
 namespace maglb {
 
-inline constexpr uint32_t kDefaultTableSize = 65537;
-inline constexpr uint32_t kMinTableSize = 251;
-/// The largest prime below 2^22: room for 40,000 backends at 100 slots each.
-inline constexpr uint32_t kMaxTableSize = 4194301;
-/// Weights are relative; 65535 leaves room for fine ratios while refusing the
-/// absurd (a typo of 10^9 is an error, not a silent 100% share).
-inline constexpr uint32_t kMaxWeight = 65535;
+// Table sizes and weights: kDefaultTableSize, kMinTableSize, kMaxTableSize,
+// kMaxWeight (table_scheme.h).
 
 /// Checks what every table builder requires: M prime within
 /// [kMinTableSize, kMaxTableSize], at least as many slots as backends, names

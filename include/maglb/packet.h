@@ -89,25 +89,15 @@
 #include <string_view>
 #include <vector>
 
-#include "maglb/config.h"
 #include "maglb/flow.h"
 #include "maglb/ip_address.h"
+#include "maglb/protocol_numbers.h"
+#include "maglb/vip_spec.h"
 
 namespace maglb {
 
-// Wire constants the packet code and its callers share.
-inline constexpr uint16_t kEtherTypeIpv4 = 0x0800;
-inline constexpr uint16_t kEtherTypeIpv6 = 0x86DD;
-inline constexpr uint16_t kEtherTypeArp = 0x0806;
-inline constexpr uint16_t kEtherTypeVlan = 0x8100;   // 802.1Q
-inline constexpr uint16_t kEtherTypeQinQ = 0x88A8;   // 802.1ad service tag
-inline constexpr uint8_t kIpProtoIcmp = 1;
-inline constexpr uint8_t kIpProtoIpip = 4;
-inline constexpr uint8_t kIpProtoTcp = 6;
-inline constexpr uint8_t kIpProtoUdp = 17;
-inline constexpr uint8_t kIpProtoIpv6 = 41;
-inline constexpr uint8_t kIpProtoGre = 47;
-inline constexpr uint8_t kIpProtoIcmpv6 = 58;
+// Header sizes and limits the packet code and its callers share (the
+// protocols' own numbers are in protocol_numbers.h).
 inline constexpr size_t kEthernetHeaderLen = 14;
 inline constexpr size_t kVlanTagLen = 4;
 inline constexpr size_t kMaxVlanTags = 2;
@@ -250,10 +240,10 @@ class VipMatcher {
   VipMatcher() = default;
   /// VIP i of `vips` gets index i. Duplicate (address, protocol, port) keep
   /// the first (config validation rejects them before this). Hashes with the
-  /// process's key (DefaultKey()).
-  explicit VipMatcher(const std::vector<VipConfig>& vips);
+  /// process's key (DefaultKey()). From a config: VipSpecsOf(config.vips).
+  explicit VipMatcher(const std::vector<VipSpec>& vips);
   /// Same with a given key (tests, benchmarks: a fixed layout).
-  VipMatcher(const std::vector<VipConfig>& vips, const VipHashKey& key);
+  VipMatcher(const std::vector<VipSpec>& vips, const VipHashKey& key);
 
   /// Adds one VIP; rebuilds the table (control path only).
   void Add(const IpAddress& address, uint8_t protocol, uint16_t port, uint16_t index);

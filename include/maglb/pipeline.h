@@ -64,15 +64,20 @@
 #include <string>
 #include <vector>
 
-#include "maglb/config.h"
 #include "maglb/conntrack.h"
+#include "maglb/conntrack_config.h"
 #include "maglb/encap.h"
-#include "maglb/lb_state.h"
 #include "maglb/packet.h"
-#include "maglb/toeplitz.h"
 #include "maglb/reply.h"
+#include "maglb/toeplitz.h"
 
 namespace maglb {
+
+// The snapshot a worker reads (lb_state.h), by reference only: callers that
+// build one include lb_state.h themselves.
+class LbState;
+struct VipState;
+struct BackendState;
 
 /// What to do with a packet after ProcessBurst.
 enum class PacketAction : uint8_t {

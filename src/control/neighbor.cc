@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "maglb/checksum.h"
+#include "maglb/protocol_numbers.h"
 #include "maglb/reply.h"
 
 namespace maglb {
@@ -70,8 +71,9 @@ std::string_view NeighborIgnoreName(NeighborIgnore r) {
 
 std::optional<NeighborClaim> ReadNeighborClaim(std::span<const uint8_t> frame, const ParsedPacket& p) {
   if (frame.size() < 14) return std::nullopt;
-  const bool arp_reply = p.ethertype == kEtherTypeArp && p.arp_op == 2;
-  const bool advert = p.ip_version == 6 && p.l4_protocol == kIpProtoIcmpv6 && p.icmp_type == 136 &&
+  const bool arp_reply = p.ethertype == kEtherTypeArp && p.arp_op == kArpReply;
+  const bool advert = p.ip_version == 6 && p.l4_protocol == kIpProtoIcmpv6 &&
+                      p.icmp_type == kIcmpv6NeighborAdvertisement &&
                       p.ttl == 255;  // RFC 4861 7.1.2, as Classify checks
   if (!arp_reply && !advert) return std::nullopt;
   std::optional<NeighborInfo> info = ExtractNeighbor(frame, p);
@@ -307,13 +309,13 @@ size_t BuildArpRequest(const MacAddress& our_mac, const IpAddress& our_ip,
   std::memset(p, 0, kArpRequestLen);
   std::memset(p, 0xFF, 6);
   std::memcpy(p + 6, our_mac.bytes.data(), 6);
-  Put16(p + 12, 0x0806);
+  Put16(p + 12, kEtherTypeArp);
   uint8_t* a = p + 14;
-  Put16(a, 1);        // hardware: Ethernet
-  Put16(a + 2, 0x0800);
+  Put16(a, kArpHardwareEthernet);
+  Put16(a + 2, kEtherTypeIpv4);
   a[4] = 6;
   a[5] = 4;
-  Put16(a + 6, 1);    // request
+  Put16(a + 6, kArpRequest);
   std::memcpy(a + 8, our_mac.bytes.data(), 6);
   std::memcpy(a + 14, our_ip.bytes.data(), 4);
   // target MAC stays zero
@@ -332,21 +334,21 @@ size_t BuildNeighborSolicit(const MacAddress& our_mac, const IpAddress& our_ip,
   uint8_t dst_mac[6] = {0x33, 0x33, 0xff, target.bytes[13], target.bytes[14], target.bytes[15]};
   std::memcpy(p, dst_mac, 6);
   std::memcpy(p + 6, our_mac.bytes.data(), 6);
-  Put16(p + 12, 0x86DD);
+  Put16(p + 12, kEtherTypeIpv6);
   uint8_t* ip = p + 14;
   ip[0] = 0x60;
   Put16(ip + 4, 32);  // payload: ICMPv6 NS (24) + source link-layer option (8)
-  ip[6] = 58;
+  ip[6] = kIpProtoIcmpv6;
   ip[7] = 255;
   std::memcpy(ip + 8, our_ip.bytes.data(), 16);
   std::memcpy(ip + 24, dst_ip, 16);
   uint8_t* icmp = ip + 40;
-  icmp[0] = 135;
+  icmp[0] = kIcmpv6NeighborSolicitation;
   std::memcpy(icmp + 8, target.bytes.data(), 16);
-  icmp[24] = 1;  // source link-layer address option, 1 x 8 bytes
+  icmp[24] = kNdOptSourceLinkAddress;  // 1 x 8 bytes
   icmp[25] = 1;
   std::memcpy(icmp + 26, our_mac.bytes.data(), 6);
-  uint32_t sum = Ipv6PseudoHeaderSum(ip + 8, ip + 24, 32, 58);
+  uint32_t sum = Ipv6PseudoHeaderSum(ip + 8, ip + 24, 32, kIpProtoIcmpv6);
   Put16(icmp + 2, ChecksumFinish(ChecksumPartial(icmp, 32, sum)));
   return kNeighborSolicitLen;
 }

@@ -29,6 +29,9 @@ BoundedLoadChoice BoundedLoadAssign(std::span<const uint32_t> preference, const 
   return {.backend = preference.empty() ? 0 : preference[0], .rank = 0, .within_bound = false};
 }
 
+FlowLoads::FlowLoads(uint32_t backend_slots, uint32_t vip_slots)
+    : cells_(new Cell[backend_slots]()), vip_active_(new uint64_t[vip_slots]()) {}
+
 std::vector<uint32_t> TablePreference(const LookupTable& table, uint32_t slot,
                                       size_t max_backends) {
   std::vector<uint32_t> out;

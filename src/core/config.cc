@@ -24,6 +24,7 @@
 #include "maglb/bounded_load.h"
 #include "maglb/hashing.h"
 #include "maglb/lb_state.h"
+#include "maglb/maglev.h"
 #include "maglb/prime.h"
 
 namespace maglb {
@@ -48,6 +49,13 @@ std::string_view ToString(Algorithm a) {
     case Algorithm::kModulo: return "modulo";
   }
   return "?";
+}
+
+std::vector<VipSpec> VipSpecsOf(const std::vector<VipConfig>& vips) {
+  std::vector<VipSpec> specs;
+  specs.reserve(vips.size());
+  for (const VipConfig& v : vips) specs.push_back(v.spec());
+  return specs;
 }
 
 std::vector<BackendSpec> VipConfig::BackendSpecs() const {

@@ -28,7 +28,7 @@ using conntrack_internal::Remaining;
 
 // State of a flow that is not tracked yet, from its first packet.
 inline FlowState InitialState(uint8_t protocol, uint8_t tcp_flags) {
-  if (protocol != 6) return FlowState::kUdp;
+  if (protocol != kIpProtoTcp) return FlowState::kUdp;
   if (tcp_flags & (kTcpRst | kTcpFin)) return FlowState::kClosing;
   if ((tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn) return FlowState::kSynSent;
   return FlowState::kEstablished;
@@ -164,9 +164,6 @@ void Conntrack::SweepSlow(uint64_t now_ns) {
   }
   next_sweep_ns_ = due == num_buckets_ ? now_ns + sweep_step_ns_ : next_sweep_ns_ + due * sweep_step_ns_;
 }
-
-FlowLoads::FlowLoads(uint32_t backend_slots, uint32_t vip_slots)
-    : cells_(new Cell[backend_slots]()), vip_active_(new uint64_t[vip_slots]()) {}
 
 Conntrack::~Conntrack() {
   std::destroy_n(entries_, num_buckets_ * kWays);
@@ -348,7 +345,7 @@ Conntrack::Slot Conntrack::SelectSlot(const Probe& probe, uint32_t now) const {
 
 void Conntrack::PrefetchInsertSlot(Probe& probe, uint8_t protocol, uint8_t tcp_flags,
                                    uint64_t now_ns) const {
-  if (protocol == 6 && (tcp_flags & kTcpRst)) return;  // never inserted
+  if (protocol == kIpProtoTcp && (tcp_flags & kTcpRst)) return;  // never inserted
   probe.slot = SelectSlot(probe, TickOf(now_ns));
   if (probe.slot.index >= 0) conntrack_internal::PrefetchLine(&entries_[probe.slot.index]);
 }
@@ -356,7 +353,7 @@ void Conntrack::PrefetchInsertSlot(Probe& probe, uint8_t protocol, uint8_t tcp_f
 ConntrackEntry* Conntrack::Insert(const FlowKey& key, const Probe& probe, uint8_t tcp_flags,
                                   uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns,
                                   uint32_t load_slot) {
-  if (key.protocol == 6 && (tcp_flags & kTcpRst)) return nullptr;  // nothing to pin after a reset
+  if (key.protocol == kIpProtoTcp && (tcp_flags & kTcpRst)) return nullptr;  // nothing to pin after a reset
   const FlowState state = InitialState(key.protocol, tcp_flags);
   Slot slot = probe.slot;
   if (slot.kind == Slot::kNone || headers_[slot.index / kWays].tag[slot.index % kWays] != slot.tag ||
@@ -369,7 +366,7 @@ ConntrackEntry* Conntrack::Insert(const FlowKey& key, const Probe& probe, uint8_
 ConntrackEntry* Conntrack::Insert(const FlowKey& key, uint64_t hash, uint8_t tcp_flags,
                                   uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns,
                                   uint32_t load_slot) {
-  if (key.protocol == 6 && (tcp_flags & kTcpRst)) return nullptr;  // nothing to pin after a reset
+  if (key.protocol == kIpProtoTcp && (tcp_flags & kTcpRst)) return nullptr;  // nothing to pin after a reset
   const FlowState state = InitialState(key.protocol, tcp_flags);
   const Probe probe = ProbeOf(hash);
   return InsertAt(SelectSlot(probe, TickOf(now_ns)), key, probe.sig, state, backend_id,

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "maglb/checksum.h"
+#include "maglb/config.h"
 #include "wire.h"
 
 namespace maglb {

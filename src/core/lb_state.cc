@@ -296,7 +296,7 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbState(const Config& config
     }
   }
 
-  state->matcher_ = VipMatcher(config.vips);
+  state->matcher_ = VipMatcher(VipSpecsOf(config.vips));
   state->local_.v4 = config.lb.ipv4;
   state->local_.v6 = config.lb.ipv6;
   state->encap_ = EncapConfig::FromLbConfig(config.lb, options.port_mac);

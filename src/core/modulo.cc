@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "maglb/hashing.h"
+#include "maglb/maglev.h"
 
 namespace maglb {
 

@@ -244,7 +244,9 @@ bool IcmpChecksumOk(const uint8_t* d, IpInfo ip, bool is_v6) {
 }
 
 bool IsIcmpErrorType(uint8_t type, bool is_v6) {
-  return is_v6 ? (type >= 1 && type <= 4) : (type == 3 || type == 11 || type == 12);
+  return is_v6 ? (type >= kIcmpv6DestUnreachable && type <= kIcmpv6ParameterProblem)
+               : (type == kIcmpDestUnreachable || type == kIcmpTimeExceeded ||
+                  type == kIcmpParameterProblem);
 }
 
 Verdict ClassifyArp(const uint8_t* d, size_t n, const LocalAddresses& local, ParsedPacket* p) {
@@ -252,8 +254,9 @@ Verdict ClassifyArp(const uint8_t* d, size_t n, const LocalAddresses& local, Par
   if (n < off + 28) return Verdict::Drop(DropReason::kTooShort);
   const uint8_t* a = d + off;
   const uint16_t op = Load16(a + 6);
-  if (Load16(a) != 1 || Load16(a + 2) != kEtherTypeIpv4 || a[4] != 6 || a[5] != 4 ||
-      (op != 1 && op != 2)) {
+  // Ethernet hardware (6-byte addresses), IPv4 protocol (4-byte addresses).
+  if (Load16(a) != kArpHardwareEthernet || Load16(a + 2) != kEtherTypeIpv4 || a[4] != 6 ||
+      a[5] != 4 || (op != kArpRequest && op != kArpReply)) {
     return Verdict::Drop(DropReason::kBadArp);
   }
   p->arp_op = op;
@@ -267,7 +270,7 @@ Verdict ClassifyNd(const uint8_t* d, IpInfo ip, const LocalAddresses& local, Par
     return Verdict::Drop(DropReason::kBadNd);
   }
   if (!IcmpChecksumOk(d, ip, true)) return Verdict::Drop(DropReason::kBadChecksum);
-  if (p->icmp_type == 135) {
+  if (p->icmp_type == kIcmpv6NeighborSolicitation) {
     if (!SameAddress(d + ip.l4 + 8, local.v6, true)) return Verdict::Drop(DropReason::kNotForUs);
     return Verdict::Local(Action::kLocalNd);
   }
@@ -341,9 +344,9 @@ const VipHashKey& VipMatcher::DefaultKey() {
   return key;
 }
 
-VipMatcher::VipMatcher(const std::vector<VipConfig>& vips) : VipMatcher(vips, DefaultKey()) {}
+VipMatcher::VipMatcher(const std::vector<VipSpec>& vips) : VipMatcher(vips, DefaultKey()) {}
 
-VipMatcher::VipMatcher(const std::vector<VipConfig>& vips, const VipHashKey& key)
+VipMatcher::VipMatcher(const std::vector<VipSpec>& vips, const VipHashKey& key)
     : base_key_(key), has_key_(true) {
   specs_.reserve(vips.size());
   for (size_t i = 0; i < vips.size(); ++i) {
@@ -605,10 +608,13 @@ Verdict Classify(std::span<const uint8_t> frame, const VipMatcher& vips,
     if (ip.end < l4 + 4) return Verdict::Drop(DropReason::kTooShort);
     p.icmp_type = h[0];
     p.icmp_code = h[1];
-    if (is_v6 && (p.icmp_type == 135 || p.icmp_type == 136)) return ClassifyNd(d, ip, local, &p);
+    if (is_v6 && (p.icmp_type == kIcmpv6NeighborSolicitation ||
+                  p.icmp_type == kIcmpv6NeighborAdvertisement)) {
+      return ClassifyNd(d, ip, local, &p);
+    }
     const bool to_vip = !to_local && vips.IsVipAddress(ip.dst, is_v6);
     if (!to_local && !to_vip) return Verdict::Drop(DropReason::kNoVip);
-    if (p.icmp_type == (is_v6 ? 128 : 8) && p.icmp_code == 0) {
+    if (p.icmp_type == (is_v6 ? kIcmpv6EchoRequest : kIcmpEchoRequest) && p.icmp_code == 0) {
       if (ip.end < l4 + 8) return Verdict::Drop(DropReason::kTooShort);
       if (!IcmpChecksumOk(d, ip, is_v6)) return Verdict::Drop(DropReason::kBadChecksum);
       key.Store(&p.flow, Load16(h + 4), 0, ip.proto, is_v6);  // the echo identifier stands in the source port

@@ -6,6 +6,7 @@
 #include "maglb/bounded_load.h"
 #include "maglb/encap.h"
 #include "maglb/flow_hash.h"
+#include "maglb/lb_state.h"
 #include "maglb/reply.h"
 
 namespace maglb {
@@ -18,8 +19,6 @@ constexpr std::string_view kLocalCounterNames[] = {
 };
 static_assert(std::size(kLocalCounterNames) == kNumLocalCounters);
 
-constexpr uint8_t kIcmpv6NeighborAdvert = 136;
-constexpr uint16_t kArpReply = 2;
 // Room in front of a fragment in scratch for the outer headers.
 constexpr size_t kScratchHeadroom = kMaxEncapPrepend;
 // L2 DSR fragments take the original L2 header, tags included, in that room.
@@ -181,7 +180,7 @@ void Worker::Local(PacketRef& pkt, const ParsedPacket& p, Action action, const L
       return;
     }
     case Action::kLocalNd: {
-      if (p.icmp_type == kIcmpv6NeighborAdvert) {
+      if (p.icmp_type == kIcmpv6NeighborAdvertisement) {
         pkt.action = PacketAction::kToControl;
         return;
       }

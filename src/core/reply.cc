@@ -60,19 +60,19 @@ size_t MakeArpReply(std::span<uint8_t> frame, const ParsedPacket& p, const IpAdd
                     const MacAddress& our_mac) {
   uint8_t* f = frame.data();
   const size_t off = p.l3_offset;
-  if (p.ethertype != kEtherTypeArp || p.arp_op != 1 || our_v4.is_v6 || frame.size() < off + 28 ||
-      off < kEthernetHeaderLen) {
+  if (p.ethertype != kEtherTypeArp || p.arp_op != kArpRequest || our_v4.is_v6 ||
+      frame.size() < off + 28 || off < kEthernetHeaderLen) {
     return 0;
   }
   uint8_t* a = f + off;
-  if (Load16(a + 6) != 1 || std::memcmp(a + 24, our_v4.bytes.data(), 4) != 0) return 0;
+  if (Load16(a + 6) != kArpRequest || std::memcmp(a + 24, our_v4.bytes.data(), 4) != 0) return 0;
   uint8_t sender_mac[6];
   uint8_t sender_ip[4];
   std::memcpy(sender_mac, a + 8, 6);
   std::memcpy(sender_ip, a + 14, 4);
   std::memcpy(f, f + 6, 6);
   std::memcpy(f + 6, our_mac.bytes.data(), 6);
-  Store16(a + 6, 2);
+  Store16(a + 6, kArpReply);
   std::memcpy(a + 8, our_mac.bytes.data(), 6);
   std::memcpy(a + 14, our_v4.bytes.data(), 4);
   std::memcpy(a + 18, sender_mac, 6);
@@ -86,7 +86,8 @@ size_t MakeEchoReply(std::span<uint8_t> frame, const ParsedPacket& p, const MacA
   const bool v6 = p.ip_version == 6;
   if ((p.ip_version != 4 && !v6) || p.is_fragment || p.l4_offset == 0 ||
       size_t{off} + p.l3_len > frame.size() || p.l4_offset < off || p.l4_offset + 8u > off + p.l3_len ||
-      p.l4_protocol != (v6 ? kIpProtoIcmpv6 : kIpProtoIcmp) || f[p.l4_offset] != (v6 ? 128 : 8)) {
+      p.l4_protocol != (v6 ? kIpProtoIcmpv6 : kIpProtoIcmp) ||
+      f[p.l4_offset] != (v6 ? kIcmpv6EchoRequest : kIcmpEchoRequest)) {
     return 0;
   }
   const size_t icmp_len = off + p.l3_len - p.l4_offset;
@@ -106,7 +107,7 @@ size_t MakeEchoReply(std::span<uint8_t> frame, const ParsedPacket& p, const MacA
     Store16(ip + 4, static_cast<uint16_t>(icmp_len));
     ip[6] = kIpProtoIcmpv6;
     ip[7] = kReplyTtl;
-    icmp[0] = 129;
+    icmp[0] = kIcmpv6EchoReply;
     FinishIcmpv6(ip, icmp, icmp_len);
   } else {
     std::memcpy(tmp, ip + 12, 4);
@@ -117,7 +118,7 @@ size_t MakeEchoReply(std::span<uint8_t> frame, const ParsedPacket& p, const MacA
     Store16(ip + 6, 0);
     ip[8] = kReplyTtl;
     FinishIpv4Header(ip);
-    icmp[0] = 0;
+    icmp[0] = kIcmpEchoReply;
     FinishIcmpv4(icmp, icmp_len);
   }
   return off + hlen + icmp_len;
@@ -130,7 +131,7 @@ size_t BuildNeighborAdvert(std::span<const uint8_t> frame, const ParsedPacket& p
   const size_t off = p.l3_offset;
   if (p.ip_version != 6 || p.is_fragment || p.l4_protocol != kIpProtoIcmpv6 || !our_v6.is_v6 ||
       p.l4_offset == 0 || p.l4_offset + 24u > off + size_t{p.l3_len} ||
-      off + size_t{p.l3_len} > frame.size() || f[p.l4_offset] != 135 ||
+      off + size_t{p.l3_len} > frame.size() || f[p.l4_offset] != kIcmpv6NeighborSolicitation ||
       std::memcmp(f + p.l4_offset + 8, our_v6.bytes.data(), 16) != 0) {
     return 0;
   }
@@ -151,12 +152,12 @@ size_t BuildNeighborAdvert(std::span<const uint8_t> frame, const ParsedPacket& p
   std::memcpy(ip + 8, our_v6.bytes.data(), 16);
   std::memcpy(ip + 24, dad ? kAllNodes : req_ip + 8, 16);
   uint8_t* icmp = ip + kIpv6HeaderLen;
-  icmp[0] = 136;
+  icmp[0] = kIcmpv6NeighborAdvertisement;
   icmp[1] = 0;
   // Flags: solicited (not for DAD, RFC 4861 7.2.4), override.
   Store32(icmp + 4, (dad ? 0u : 0x40000000u) | 0x20000000u);
   std::memcpy(icmp + 8, our_v6.bytes.data(), 16);
-  icmp[24] = 2;  // target link-layer address option, 8 bytes
+  icmp[24] = kNdOptTargetLinkAddress;  // 8 bytes
   icmp[25] = 1;
   std::memcpy(icmp + 26, our_mac.bytes.data(), 6);
   FinishIcmpv6(ip, icmp, 32);
@@ -176,7 +177,12 @@ size_t BuildIcmpTooBig(std::span<const uint8_t> frame, const ParsedPacket& p, ui
   if (!p.is_fragment && p.l4_protocol == (v6 ? kIpProtoIcmpv6 : kIpProtoIcmp)) {
     if (p.l4_offset == 0 || p.l4_offset >= off + size_t{p.l3_len}) return 0;
     const uint8_t type = f[p.l4_offset];
-    if (v6 ? type < 128 : (type != 0 && type != 8 && type != 13 && type != 14)) return 0;
+    // Only about informational messages (ICMPv6 types from 128; ICMP's echo and timestamp).
+    if (v6 ? type < kIcmpv6FirstInformational
+           : (type != kIcmpEchoReply && type != kIcmpEchoRequest && type != kIcmpTimestamp &&
+              type != kIcmpTimestampReply)) {
+      return 0;
+    }
   }
   const size_t hlen = v6 ? kIpv6HeaderLen : kIpv4HeaderLen;
   const size_t headers = off + hlen + 8;
@@ -199,7 +205,7 @@ size_t BuildIcmpTooBig(std::span<const uint8_t> frame, const ParsedPacket& p, ui
     ip[7] = kReplyTtl;
     std::memcpy(ip + 8, source.bytes.data(), 16);
     std::memcpy(ip + 24, orig + 8, 16);
-    icmp[0] = 2;  // packet too big
+    icmp[0] = kIcmpv6PacketTooBig;
     icmp[1] = 0;
     Store32(icmp + 4, std::max<uint32_t>(mtu, 1280));  // no IPv6 link is smaller
     FinishIcmpv6(ip, icmp, icmp_len);
@@ -214,8 +220,8 @@ size_t BuildIcmpTooBig(std::span<const uint8_t> frame, const ParsedPacket& p, ui
     std::memcpy(ip + 12, source.bytes.data(), 4);
     std::memcpy(ip + 16, orig + 12, 4);
     FinishIpv4Header(ip);
-    icmp[0] = 3;  // destination unreachable
-    icmp[1] = 4;  // fragmentation needed and DF set
+    icmp[0] = kIcmpDestUnreachable;
+    icmp[1] = kIcmpCodeFragmentationNeeded;  // and DF set
     Store16(icmp + 4, 0);
     Store16(icmp + 6, static_cast<uint16_t>(std::min<uint32_t>(mtu, 0xFFFF)));  // RFC 1191
     FinishIcmpv4(icmp, icmp_len);
@@ -254,7 +260,9 @@ ReplyCheck CheckReplyAddresses(std::span<const uint8_t> frame, const ParsedPacke
   if (frame.size() < off + (v6 ? kIpv6HeaderLen : kIpv4HeaderLen)) return ReplyCheck::kGroupSource;
   const uint8_t* src = f + off + (v6 ? 8 : 12);
   const uint8_t* dst = f + off + (v6 ? 24 : 16);
-  const bool nd = v6 && p.l4_protocol == kIpProtoIcmpv6 && (p.icmp_type == 135 || p.icmp_type == 136);
+  const bool nd = v6 && p.l4_protocol == kIpProtoIcmpv6 &&
+                  (p.icmp_type == kIcmpv6NeighborSolicitation ||
+                   p.icmp_type == kIcmpv6NeighborAdvertisement);
   if (nd) return ReplyCheck::kOk;  // DAD comes from ::, to a solicited-node group
   if (IsGroupOrUnspecifiedSource(src, v6)) return ReplyCheck::kGroupSource;
   if (IsGroupMac(f) || IsGroupDestination(dst, v6)) return ReplyCheck::kGroupDestination;
@@ -266,7 +274,9 @@ std::optional<NeighborInfo> ExtractNeighbor(std::span<const uint8_t> frame, cons
   const size_t off = p.l3_offset;
   NeighborInfo n;
   if (p.ethertype == kEtherTypeArp) {
-    if (frame.size() < off + 28 || (p.arp_op != 1 && p.arp_op != 2)) return std::nullopt;
+    if (frame.size() < off + 28 || (p.arp_op != kArpRequest && p.arp_op != kArpReply)) {
+      return std::nullopt;
+    }
     std::memcpy(n.mac.bytes.data(), f + off + 8, 6);
     std::memcpy(n.address.bytes.data(), f + off + 14, 4);
     if (n.address == IpAddress{}) return std::nullopt;  // ARP probe: sender 0.0.0.0
@@ -278,11 +288,14 @@ std::optional<NeighborInfo> ExtractNeighbor(std::span<const uint8_t> frame, cons
   const size_t end = off + size_t{p.l3_len};
   if (end > frame.size() || p.l4_offset + 24u > end) return std::nullopt;
   const uint8_t type = f[p.l4_offset];
-  if (type != 135 && type != 136) return std::nullopt;
+  if (type != kIcmpv6NeighborSolicitation && type != kIcmpv6NeighborAdvertisement) return std::nullopt;
   n.address.is_v6 = true;
-  std::memcpy(n.address.bytes.data(), type == 135 ? f + off + 8 : f + p.l4_offset + 8, 16);
+  // A solicitation asks about its sender (the IPv6 source); an advertisement
+  // names its target.
+  const bool solicitation = type == kIcmpv6NeighborSolicitation;
+  std::memcpy(n.address.bytes.data(), solicitation ? f + off + 8 : f + p.l4_offset + 8, 16);
   if (IsUnspecified(n.address.bytes.data())) return std::nullopt;
-  const uint8_t wanted = type == 135 ? 1 : 2;  // source / target link-layer address
+  const uint8_t wanted = solicitation ? kNdOptSourceLinkAddress : kNdOptTargetLinkAddress;
   for (size_t o = p.l4_offset + 24u; o + 2 <= end;) {
     const size_t len = size_t{f[o + 1]} * 8;
     if (len == 0 || o + len > end) break;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "maglb/hash.h"
 #include "maglb/hashing.h"
+#include "maglb/maglev.h"
 
 namespace maglb {
 

@@ -87,7 +87,7 @@ struct Fixture {
     ConntrackConfig ct;
     ct.capacity = 1024;
     worker = std::make_unique<Worker>(ct, ConntrackKey::Fixed(1));
-    vips = VipMatcher(c.vips);
+    vips = VipMatcher(VipSpecsOf(c.vips));
     local.v4 = c.lb.ipv4;
     local.v6 = c.lb.ipv6;
     encap = EncapConfig::FromLbConfig(c.lb, opts.port_mac);

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 
+#include "maglb/config.h"
 #include "maglb/packet.h"
 #include "maglb/reply.h"
 #include "packet_builder.h"
@@ -57,8 +58,8 @@ struct Buffer {
   size_t len;
 };
 
-VipConfig Vip(const char* addr, Protocol proto, uint16_t port) {
-  VipConfig v;
+VipSpec Vip(const char* addr, Protocol proto, uint16_t port) {
+  VipSpec v;
   v.address = Ip(addr);
   v.protocol = proto;
   v.port = port;

@@ -38,9 +38,8 @@ using testing::Udp;
 constexpr uint8_t kSyn = 0x02;
 constexpr uint8_t kAck = 0x10;
 
-VipConfig Vip(const char* addr, Protocol proto, uint16_t port) {
-  VipConfig v;
-  v.name = std::string(addr) + "/" + std::to_string(port);
+VipSpec Vip(const char* addr, Protocol proto, uint16_t port) {
+  VipSpec v;
   v.address = Ip(addr);
   v.protocol = proto;
   v.port = port;
@@ -171,9 +170,9 @@ TEST_F(ClassifyTest, MatchAnyPort) {
 }
 
 TEST(VipMatcherTest, ManyVipsAllFoundAndNothingElse) {
-  std::vector<VipConfig> vips;
+  std::vector<VipSpec> vips;
   for (int i = 0; i < 3000; ++i) {
-    VipConfig v;
+    VipSpec v;
     v.address = (i % 2) ? IpAddress::V4(10, static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(i), 1)
                         : *IpAddress::Parse("2001:db8::" + std::to_string(i));
     v.protocol = (i % 3) ? Protocol::kTcp : Protocol::kUdp;
@@ -182,7 +181,7 @@ TEST(VipMatcherTest, ManyVipsAllFoundAndNothingElse) {
   }
   VipMatcher m(vips);
   for (int i = 0; i < 3000; ++i) {
-    const VipConfig& v = vips[i];
+    const VipSpec& v = vips[i];
     const uint8_t proto = static_cast<uint8_t>(v.protocol);
     EXPECT_EQ(m.Match(v.address.bytes.data(), v.address.is_v6, proto, v.port == 0 ? 7 : v.port), i);
     EXPECT_EQ(m.Match(v.address.bytes.data(), v.address.is_v6, proto == 6 ? 17 : 6, v.port), VipMatcher::kNone);
@@ -208,10 +207,10 @@ TEST(VipMatcherTest, EmptyMatchesNothing) {
 // Address sets an operator may configure that the old unkeyed hash put on one
 // probe run (issue 8, point 2): every VIP must sit within kMaxProbe slots of
 // its home, so that a lookup of any address reads at most that many.
-std::vector<VipConfig> AdversarialVips(const std::string& kind) {
-  std::vector<VipConfig> vips;
+std::vector<VipSpec> AdversarialVips(const std::string& kind) {
+  std::vector<VipSpec> vips;
   for (uint32_t i = 0; i < 4096; ++i) {
-    VipConfig v;
+    VipSpec v;
     v.protocol = Protocol::kTcp;
     v.port = 443;
     IpAddress a;
@@ -241,7 +240,7 @@ std::vector<VipConfig> AdversarialVips(const std::string& kind) {
 class VipMatcherAdversarialTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(VipMatcherAdversarialTest, BoundedProbeAllMatchNonVipsMiss) {
-  const std::vector<VipConfig> vips = AdversarialVips(GetParam());
+  const std::vector<VipSpec> vips = AdversarialVips(GetParam());
   // Several fixed keys (a test must not depend on the process's random one),
   // and the process's own.
   std::vector<VipMatcher> matchers;
@@ -274,7 +273,7 @@ INSTANTIATE_TEST_SUITE_P(Sets, VipMatcherAdversarialTest,
                                            "v4_sequence", "v4_stride_256"));
 
 TEST(VipMatcherTest, KeyChangesLayoutNotAnswers) {
-  const std::vector<VipConfig> vips = AdversarialVips("v6_last_two_bytes");
+  const std::vector<VipSpec> vips = AdversarialVips("v6_last_two_bytes");
   const VipMatcher a(vips, VipHashKey{1, 2});
   const VipMatcher b(vips, VipHashKey{3, 4});
   for (size_t i = 0; i < vips.size(); i += 97) {
@@ -849,7 +848,7 @@ TEST_F(ClassifyTest, EveryTruncationIsDroppedWithoutReadingPastTheEnd) {
 // encoder. VIPs and local addresses as in tests/fuzz/packet_fuzzer.cc.
 TEST(ScapyCorpusTest, EveryFrameClassifiesAsItsNameSays) {
   auto vip = [](const char* addr, Protocol proto, uint16_t port) {
-    VipConfig v;
+    VipSpec v;
     v.address = Ip(addr);
     v.protocol = proto;
     v.port = port;

@@ -50,8 +50,8 @@ class PcapWriter {
   uint32_t count_ = 0;
 };
 
-VipConfig Vip(const char* addr, Protocol proto) {
-  VipConfig v;
+VipSpec Vip(const char* addr, Protocol proto) {
+  VipSpec v;
   v.address = Ip(addr);
   v.protocol = proto;
   return v;
