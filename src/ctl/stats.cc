@@ -290,7 +290,6 @@ report::Report TableReport(const Json& stats, const std::vector<VipDetail>& vips
   using enum MetricId;
   report::Report out;
   out.blank_line_after_each = false;
-  out.row_indent = " ";
   auto n = [&](MetricId id) { return U64(stats, id); };
   report::Table& totals = out.tables.emplace_back();
   totals.id = "totals";
