@@ -261,6 +261,7 @@ class Worker {
   void Drop(PacketRef& pkt, DropReason reason);
   uint8_t* ScratchAlloc(size_t bytes);
   bool AddExtra(const uint8_t* data, size_t len);
+  void ReplyInPlace(PacketRef& pkt, size_t len, LocalCounter counted_as);
   void ReplyFromScratch(PacketRef& pkt, const uint8_t* frame, size_t len);
 
   Conntrack conntrack_;

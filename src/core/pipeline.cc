@@ -116,6 +116,14 @@ void Worker::Drop(PacketRef& pkt, DropReason reason) {
   counters_->drops[Index(reason)].Add(1);
 }
 
+// The packet's own buffer now holds a reply of `len` bytes from its start.
+void Worker::ReplyInPlace(PacketRef& pkt, size_t len, LocalCounter counted_as) {
+  pkt.action = PacketAction::kReply;
+  pkt.offset = 0;
+  pkt.out_len = static_cast<uint16_t>(len);
+  counters_->local[Index(counted_as)].Add(1);
+}
+
 // A reply built in scratch goes back in the packet's own buffer when it fits,
 // else as an extra frame.
 void Worker::ReplyFromScratch(PacketRef& pkt, const uint8_t* frame, size_t len) {
@@ -173,11 +181,7 @@ void Worker::Local(PacketRef& pkt, const ParsedPacket& p, Action action, const L
       if (!MayReply(pkt, p, neighbor_bucket_, DropReason::kArpNdRateLimited, state)) return;
       size_t n = state.local().v4 ? MakeArpReply(frame, p, *state.local().v4, mac) : 0;
       if (n == 0) return Drop(pkt, DropReason::kBadArp);
-      pkt.action = PacketAction::kReply;
-      pkt.offset = 0;
-      pkt.out_len = static_cast<uint16_t>(n);
-      c.local[Index(LocalCounter::kArpReplies)].Add(1);
-      return;
+      return ReplyInPlace(pkt, n, LocalCounter::kArpReplies);
     }
     case Action::kLocalNd: {
       if (p.icmp_type == kIcmpv6NeighborAdvertisement) {
@@ -200,11 +204,7 @@ void Worker::Local(PacketRef& pkt, const ParsedPacket& p, Action action, const L
       if (!MayReply(pkt, p, icmp_bucket_, DropReason::kIcmpRateLimited, state)) return;
       size_t n = MakeEchoReply(frame, p, mac);
       if (n == 0) return Drop(pkt, DropReason::kLocalUnsupported);
-      pkt.action = PacketAction::kReply;
-      pkt.offset = 0;
-      pkt.out_len = static_cast<uint16_t>(n);
-      c.local[Index(LocalCounter::kEchoReplies)].Add(1);
-      return;
+      return ReplyInPlace(pkt, n, LocalCounter::kEchoReplies);
     }
     default:
       return Drop(pkt, DropReason::kLocalUnsupported);
