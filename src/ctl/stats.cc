@@ -27,6 +27,7 @@ namespace {
 
 constexpr int kReplyTimeoutMs = 2000;
 constexpr size_t kMaxReply = 1 << 20;
+constexpr int kMaxReplyDepth = 32;
 
 // Replies keep their fields' order (the table lists reasons in it).
 using Json = nlohmann::ordered_json;
@@ -81,8 +82,17 @@ class TelemetryClient {
     }
     absl::StatusOr<std::string> reply = Read();
     if (!reply.ok()) return reply.status();
-    Json j = Json::parse(*reply, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object() || j.empty()) {
+    // Nested deeper than any reply of maglb's is refused, as the hand-written
+    // parser before nlohmann did: Dump (and the table) recurse per level.
+    bool too_deep = false;
+    Json j = Json::parse(
+        *reply,
+        [&too_deep](int depth, Json::parse_event_t, Json&) {
+          too_deep |= depth > kMaxReplyDepth;
+          return true;
+        },
+        /*allow_exceptions=*/false);
+    if (too_deep || j.is_discarded() || !j.is_object() || j.empty()) {
       return absl::DataLossError(absl::StrFormat("unreadable reply to %s: %s", cmd, *reply));
     }
     // {"<cmd>": value}; value is null when the command failed or is unknown.
