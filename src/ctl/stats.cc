@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -34,9 +35,15 @@ using Json = nlohmann::ordered_json;
 
 // A number field (0 if absent or not a number: an older maglb), a string
 // field ("" likewise).
+// Counters are never negative: a negative or non-finite number reads as 0,
+// one past 2^64 as the largest (no undefined float-to-integer cast).
 uint64_t AsU64(const Json& x) {
-  if (!x.is_number()) return 0;
-  return x.is_number_float() ? static_cast<uint64_t>(x.get<double>()) : x.get<uint64_t>();
+  if (x.is_number_unsigned()) return x.get<uint64_t>();
+  if (x.is_number_integer()) return std::max<int64_t>(x.get<int64_t>(), 0);
+  if (!x.is_number_float()) return 0;
+  const double d = x.get<double>();
+  if (!(d > 0)) return 0;  // negative, zero or NaN
+  return d >= 18446744073709551616.0 ? UINT64_MAX : static_cast<uint64_t>(d);
 }
 uint64_t U64(const Json& j, std::string_view key) {
   auto it = j.find(std::string(key));
