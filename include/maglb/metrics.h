@@ -220,6 +220,11 @@ const MetricInfo& GetMetric(MetricId id);
 std::string ReasonKey(const MetricInfo& m, std::string_view reason);
 /// Telemetry's per-worker array of a kWorker metric: "conntrack_occupied_per_worker".
 std::string PerWorkerKey(const MetricInfo& m);
+/// The label names a kind's values carry, for exporters that write labels
+/// (Prometheus): a worker polls one RX queue of the data port, so its values
+/// carry the port and queue as well as the worker; a backend's carry its VIP.
+std::span<const std::string_view> LabelNames(MetricLabels kind);
+
 /// A kVip metric's name in /maglb/vip (the endpoint names the VIP): "packets".
 std::string_view VipKey(const MetricInfo& m);
 

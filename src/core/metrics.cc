@@ -31,6 +31,21 @@ std::string ReasonKey(const MetricInfo& m, std::string_view reason) {
 
 std::string PerWorkerKey(const MetricInfo& m) { return std::string(m.name) + "_per_worker"; }
 
+std::span<const std::string_view> LabelNames(MetricLabels kind) {
+  static constexpr std::string_view kReasonLabels[] = {"reason"};
+  static constexpr std::string_view kWorkerLabels[] = {"worker", "port", "queue"};
+  static constexpr std::string_view kVipLabels[] = {"vip"};
+  static constexpr std::string_view kBackendLabels[] = {"vip", "backend"};
+  switch (kind) {
+    case MetricLabels::kNone: return {};
+    case MetricLabels::kReason: return kReasonLabels;
+    case MetricLabels::kWorker: return kWorkerLabels;
+    case MetricLabels::kVip: return kVipLabels;
+    case MetricLabels::kVipBackend: return kBackendLabels;
+  }
+  return {};
+}
+
 std::string_view VipKey(const MetricInfo& m) {
   return m.name.starts_with(kVipPrefix) ? m.name.substr(kVipPrefix.size()) : m.name;
 }

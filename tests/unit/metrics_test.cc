@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace maglb {
@@ -86,6 +87,25 @@ TEST(Metrics, NamesAndLabelValuesAreLegalInPrometheus) {
       EXPECT_TRUE(std::regex_match(std::string(r), std::regex("[a-z0-9_]+"))) << r;
     }
   }
+}
+
+// Every labelled kind names its labels legally and once; a worker's values
+// say which port and queue it polls.
+TEST(Metrics, LabelNamesAreLegalAndDistinct) {
+  const std::regex label_name("[a-zA-Z_][a-zA-Z0-9_]*");
+  for (const MetricInfo& m : Metrics()) {
+    std::span<const std::string_view> names = LabelNames(m.labels.kind);
+    EXPECT_EQ(names.empty(), m.labels.kind == MetricLabels::kNone) << m.name;
+    std::set<std::string_view> seen(names.begin(), names.end());
+    EXPECT_EQ(seen.size(), names.size()) << m.name;
+    for (std::string_view n : names) {
+      EXPECT_TRUE(std::regex_match(std::string(n), label_name)) << n;
+      EXPECT_FALSE(n.starts_with("__")) << n;  // reserved in Prometheus
+    }
+  }
+  EXPECT_THAT(LabelNames(MetricLabels::kWorker), ::testing::ElementsAre("worker", "port", "queue"));
+  EXPECT_THAT(LabelNames(MetricLabels::kVipBackend), ::testing::ElementsAre("vip", "backend"));
+  EXPECT_THAT(LabelNames(MetricLabels::kReason), ::testing::ElementsAre("reason"));
 }
 
 TEST(Metrics, EveryEntryHasHelpAndUnit) {
