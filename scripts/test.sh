@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test: the meson suites (unit,
-# ctl, wire, e2e) and a bounded libFuzzer run. Exits non-zero on any failure and
-# ends with one summary line, "test.sh: N passed, N failed".
+# ctl, wire, e2e), a bounded libFuzzer run and a release build. Exits non-zero
+# on any failure and ends with one summary line, "test.sh: N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +28,16 @@ passed=${passed:-0}; failed=$(( ${failed:-0} + ${timed_out:-0} ))
 if [ "$meson_rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
 
 if scripts/fuzz.sh; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+
+# A release build (-O3) is where GCC's false positives show up; it must build
+# warning-free, so that a packager's build never meets one.
+RELEASE_DIR=${RELEASE_DIR:-build-release}
+if { [ -f "$RELEASE_DIR/build.ninja" ] || meson setup "$RELEASE_DIR" -Dbuildtype=release -Dwerror=true >/dev/null; } &&
+   ninja -C "$RELEASE_DIR" >"$log" 2>&1; then
+  echo "release build: ok"; passed=$((passed + 1))
+else
+  tail -40 "$log"; echo "release build: FAILED"; failed=$((failed + 1))
+fi
 
 echo "test.sh: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
