@@ -20,6 +20,43 @@ constexpr int kMaxEventsPerPass = 64;
 
 }  // namespace
 
+// Shared by the loop and every Poster: the queue and the wake descriptor,
+// which closes with the loop, under the same lock a post takes.
+struct EventLoop::Poster::Mailbox {
+  std::mutex mu;
+  std::vector<Callback> posted;  // guarded by mu
+  int wake_fd;
+  bool closed = false;  // guarded by mu
+
+  explicit Mailbox(int fd) : wake_fd(fd) {}
+  // Wakes the loop; false (nothing done) once it is gone.
+  bool WakeLocked() const {
+    if (closed) return false;
+    uint64_t one = 1;
+    ssize_t ignored = write(wake_fd, &one, sizeof(one));  // cannot fail: counter far from max
+    (void)ignored;
+    return true;
+  }
+  bool Post(Callback fn) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (closed) return false;
+    posted.push_back(std::move(fn));
+    return WakeLocked();
+  }
+  void Close() {
+    std::vector<Callback> dropped;  // destroyed outside the lock
+    std::lock_guard<std::mutex> lock(mu);
+    closed = true;
+    dropped.swap(posted);
+    close(wake_fd);
+  }
+};
+
+bool EventLoop::Poster::Post(Callback fn) const { return box_->Post(std::move(fn)); }
+
+EventLoop::EventLoop(int epoll_fd, int wake_fd)
+    : epoll_fd_(epoll_fd), wake_fd_(wake_fd), mailbox_(std::make_shared<Poster::Mailbox>(wake_fd)) {}
+
 absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::Create() {
   int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd < 0) {
@@ -44,7 +81,7 @@ absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::Create() {
 }
 
 EventLoop::~EventLoop() {
-  close(wake_fd_);
+  mailbox_->Close();
   close(epoll_fd_);
 }
 
@@ -104,21 +141,12 @@ void EventLoop::CancelTimer(TimerId id) {
   timers_.erase(it);
 }
 
-void EventLoop::Post(Callback fn) {
-  {
-    std::lock_guard<std::mutex> lock(posted_mu_);
-    posted_.push_back(std::move(fn));
-  }
-  uint64_t one = 1;
-  ssize_t ignored = write(wake_fd_, &one, sizeof(one));  // cannot fail: counter far from max
-  (void)ignored;
-}
+void EventLoop::Post(Callback fn) { mailbox_->Post(std::move(fn)); }
 
 void EventLoop::Stop() {
   stop_.store(true);
-  uint64_t one = 1;
-  ssize_t ignored = write(wake_fd_, &one, sizeof(one));  // wakes a Run on another thread
-  (void)ignored;
+  std::lock_guard<std::mutex> lock(mailbox_->mu);
+  mailbox_->WakeLocked();  // wakes a Run on another thread
 }
 
 int EventLoop::TimeoutMs(uint64_t now_ns) const {
@@ -133,18 +161,16 @@ int EventLoop::TimeoutMs(uint64_t now_ns) const {
 void EventLoop::RunPosted() {
   std::vector<Callback> batch;
   {
-    std::lock_guard<std::mutex> lock(posted_mu_);
-    batch.swap(posted_);
+    std::lock_guard<std::mutex> lock(mailbox_->mu);
+    batch.swap(mailbox_->posted);
   }
   for (size_t i = 0; i < batch.size(); ++i) {
     if (stop_.load()) {
       // Kept, in order, for a later Run.
-      std::lock_guard<std::mutex> lock(posted_mu_);
-      posted_.insert(posted_.begin(), std::make_move_iterator(batch.begin() + i),
-                     std::make_move_iterator(batch.end()));
-      uint64_t one = 1;
-      ssize_t ignored = write(wake_fd_, &one, sizeof(one));
-      (void)ignored;
+      std::lock_guard<std::mutex> lock(mailbox_->mu);
+      mailbox_->posted.insert(mailbox_->posted.begin(), std::make_move_iterator(batch.begin() + i),
+                              std::make_move_iterator(batch.end()));
+      mailbox_->WakeLocked();
       return;
     }
     batch[i]();

@@ -63,6 +63,21 @@ class EventLoop {
   /// Runs `fn` on the loop's thread, soon (posts from one thread keep their
   /// order). What is still queued when the loop is destroyed is dropped.
   void Post(Callback fn);
+
+  /// A handle for a helper thread that may outlive the loop (a build or a
+  /// probe abandoned at shutdown): its Post returns false once the loop is
+  /// gone, and never touches the loop's descriptors after that.
+  class Poster {
+   public:
+    bool Post(Callback fn) const;
+
+   private:
+    friend class EventLoop;
+    struct Mailbox;
+    explicit Poster(std::shared_ptr<Mailbox> box) : box_(std::move(box)) {}
+    std::shared_ptr<Mailbox> box_;
+  };
+  Poster poster() const { return Poster(mailbox_); }
   /// Makes Run() return after the callback in progress (no further callback
   /// of this pass runs).
   void Stop();
@@ -78,7 +93,7 @@ class EventLoop {
     std::shared_ptr<Callback> callback;
   };
 
-  EventLoop(int epoll_fd, int wake_fd) : epoll_fd_(epoll_fd), wake_fd_(wake_fd) {}
+  EventLoop(int epoll_fd, int wake_fd);
   static uint64_t MonotonicNs();
   TimerId Schedule(uint64_t deadline_ns, uint64_t period_ns, Callback callback);
   int TimeoutMs(uint64_t now_ns) const;
@@ -87,7 +102,7 @@ class EventLoop {
   void RunDueTimers();
 
   int epoll_fd_ = -1;
-  int wake_fd_ = -1;  // eventfd: Post and Stop from other threads
+  int wake_fd_ = -1;  // eventfd: Post and Stop from other threads; owned by mailbox_
   std::atomic<bool> stop_{false};
   // Keyed by a registration id (never reused), so that an event collected for
   // an fd that was removed, or removed and added again, finds nothing.
@@ -97,8 +112,7 @@ class EventLoop {
   std::map<TimerId, Timer> timers_;
   std::set<std::pair<uint64_t, TimerId>> queue_;  // (deadline, id): order of firing
   TimerId next_timer_id_ = 1;
-  std::mutex posted_mu_;
-  std::vector<Callback> posted_;  // guarded by posted_mu_
+  std::shared_ptr<Poster::Mailbox> mailbox_;  // what other threads posted
 };
 
 }  // namespace maglb

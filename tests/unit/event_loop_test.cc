@@ -5,7 +5,10 @@
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <chrono>
 #include <string>
@@ -91,6 +94,29 @@ TEST(EventLoop, PostFromAnotherThreadWakesTheLoop) {
   loop->Run();  // no timers: only the posts can end it
   poster.join();
   EXPECT_EQ(got, (std::vector<int>{0, 1, 2}));
+}
+
+// A helper thread abandoned at shutdown may post after the loop is gone: its
+// Poster refuses, and writes nothing to the descriptor number the loop's
+// eventfd had (which the next open reuses).
+TEST(EventLoop, APosterOutlivingTheLoopIsRefused) {
+  auto loop = NewLoop();
+  EventLoop::Poster poster = loop->poster();
+  bool ran = false;
+  ASSERT_TRUE(poster.Post([&] { ran = true; }));
+  loop->RunOnce(milliseconds(100));
+  EXPECT_TRUE(ran);
+
+  ASSERT_TRUE(poster.Post([] { FAIL() << "a post still queued when the loop went must not run"; }));
+  loop.reset();
+  int reused[2];
+  ASSERT_EQ(pipe2(reused, O_NONBLOCK | O_CLOEXEC), 0);
+  EXPECT_FALSE(poster.Post([] {}));
+  uint64_t stray;
+  EXPECT_EQ(read(reused[0], &stray, sizeof(stray)), -1);  // nothing was written
+  EXPECT_EQ(errno, EAGAIN);
+  close(reused[0]);
+  close(reused[1]);
 }
 
 TEST(EventLoop, StopFromAnotherThreadEndsRun) {
