@@ -187,6 +187,8 @@ absl::StatusOr<LookupTable> BuildModuloTable(std::span<const BackendSpec> backen
 
 /// Indices of the backends of positive weight, in byte order of their names.
 std::vector<uint32_t> ActiveByName(std::span<const BackendSpec> backends);
+/// Indices of every backend, draining ones too, in byte order of their names.
+std::vector<uint32_t> AllByName(std::span<const BackendSpec> backends);
 
 }  // namespace maglb
 

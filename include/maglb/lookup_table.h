@@ -3,6 +3,7 @@
 #define MAGLB_LOOKUP_TABLE_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,9 @@ struct BackendSpec {
   std::string name;
   uint32_t weight = 1;  // 0 = draining: keeps its flows, gets no new ones
 };
+
+/// The backends' names in list order: what a LookupTable's indices name.
+std::vector<std::string> BackendNames(std::span<const BackendSpec> backends);
 
 /// An immutable, prime-sized table of backend indices. Slot s holds an index
 /// into the backend list that the table was built from (in that list's order,

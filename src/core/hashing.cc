@@ -7,15 +7,24 @@
 
 namespace maglb {
 
-std::vector<uint32_t> ActiveByName(std::span<const BackendSpec> backends) {
+namespace {
+
+std::vector<uint32_t> ByName(std::span<const BackendSpec> backends, bool with_draining) {
   std::vector<uint32_t> order;
   for (uint32_t i = 0; i < backends.size(); ++i) {
-    if (backends[i].weight > 0) order.push_back(i);
+    if (with_draining || backends[i].weight > 0) order.push_back(i);
   }
   std::sort(order.begin(), order.end(),
             [&](uint32_t a, uint32_t b) { return backends[a].name < backends[b].name; });
   return order;
 }
+
+}  // namespace
+
+std::vector<uint32_t> ActiveByName(std::span<const BackendSpec> backends) {
+  return ByName(backends, false);
+}
+std::vector<uint32_t> AllByName(std::span<const BackendSpec> backends) { return ByName(backends, true); }
 
 HashRing::HashRing(std::vector<RingPoint> points, std::span<const uint32_t> rank)
     : points_(std::move(points)) {

@@ -1,6 +1,5 @@
 // Jump consistent hashing (Lamping & Veach, 2014) compiled to a LookupTable.
 #include <algorithm>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -43,16 +42,11 @@ absl::Status ValidateJumpInput(std::span<const BackendSpec> backends) {
 absl::StatusOr<LookupTable> BuildJumpTable(std::span<const BackendSpec> backends, uint32_t m) {
   if (absl::Status s = ValidateTableInput(backends, m); !s.ok()) return s;
   if (absl::Status s = ValidateJumpInput(backends); !s.ok()) return s;
-  std::vector<std::string> names;
-  names.reserve(backends.size());
-  for (const BackendSpec& b : backends) names.push_back(b.name);
+  std::vector<std::string> names = BackendNames(backends);
 
   // Buckets: every backend, draining ones too, in byte order of names, so that
   // draining a backend does not renumber the others.
-  std::vector<uint32_t> bucket(backends.size());
-  std::iota(bucket.begin(), bucket.end(), 0u);
-  std::sort(bucket.begin(), bucket.end(),
-            [&](uint32_t a, uint32_t b) { return backends[a].name < backends[b].name; });
+  const std::vector<uint32_t> bucket = AllByName(backends);
   bool any_live = false;
   for (const BackendSpec& b : backends) any_live |= b.weight > 0;
   if (!any_live) return LookupTable({}, std::move(names));

@@ -7,6 +7,13 @@
 #include "maglb/hash.h"
 
 namespace maglb {
+
+std::vector<std::string> BackendNames(std::span<const BackendSpec> backends) {
+  std::vector<std::string> names;
+  names.reserve(backends.size());
+  for (const BackendSpec& b : backends) names.push_back(b.name);
+  return names;
+}
 namespace {
 constexpr uint64_t kFingerprintSeed = 0x6d61676c622d6670ULL;  // "maglb-fp"
 }  // namespace

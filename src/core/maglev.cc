@@ -129,9 +129,7 @@ absl::StatusOr<LookupTable> BuildMaglevTable(std::span<const BackendSpec> backen
                                              uint32_t m) {
   if (absl::Status s = ValidateSizesNamesWeights(backends, m); !s.ok()) return s;
 
-  std::vector<std::string> names;
-  names.reserve(backends.size());
-  for (const BackendSpec& b : backends) names.push_back(b.name);
+  std::vector<std::string> names = BackendNames(backends);
 
   constexpr int kWindow = 8;
   struct Claimant {

@@ -10,9 +10,7 @@ namespace maglb {
 
 absl::StatusOr<LookupTable> BuildModuloTable(std::span<const BackendSpec> backends, uint32_t m) {
   if (absl::Status s = ValidateTableInput(backends, m); !s.ok()) return s;
-  std::vector<std::string> names;
-  names.reserve(backends.size());
-  for (const BackendSpec& b : backends) names.push_back(b.name);
+  std::vector<std::string> names = BackendNames(backends);
   std::vector<uint32_t> order = ActiveByName(backends);
   if (order.empty()) return LookupTable({}, std::move(names));
 

@@ -31,9 +31,7 @@ absl::StatusOr<LookupTable> BuildRendezvousTable(std::span<const BackendSpec> ba
                                                  uint32_t m) {
   if (absl::Status s = ValidateTableInput(backends, m); !s.ok()) return s;
   if (absl::Status s = ValidateRendezvousInput(backends, m); !s.ok()) return s;
-  std::vector<std::string> names;
-  names.reserve(backends.size());
-  for (const BackendSpec& b : backends) names.push_back(b.name);
+  std::vector<std::string> names = BackendNames(backends);
 
   // Active backends grouped by weight, by name within a group. Within a group
   // the score is increasing in the hash, so the largest hash is the group's

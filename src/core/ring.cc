@@ -1,6 +1,5 @@
 // Ring (ketama-style) consistent hashing compiled to a LookupTable.
 #include <algorithm>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -35,14 +34,9 @@ absl::StatusOr<LookupTable> BuildRingTable(std::span<const BackendSpec> backends
   if (absl::Status s = ValidateTableInput(backends, m); !s.ok()) return s;
   if (absl::Status s = ValidateRingInput(backends, points_per_weight); !s.ok()) return s;
 
-  std::vector<std::string> names;
-  names.reserve(backends.size());
-  for (const BackendSpec& b : backends) names.push_back(b.name);
+  std::vector<std::string> names = BackendNames(backends);
   // Ties between points go to the byte-smaller name, whatever the list order.
-  std::vector<uint32_t> by_name(backends.size());
-  std::iota(by_name.begin(), by_name.end(), 0u);
-  std::sort(by_name.begin(), by_name.end(),
-            [&](uint32_t a, uint32_t b) { return backends[a].name < backends[b].name; });
+  const std::vector<uint32_t> by_name = AllByName(backends);
   std::vector<uint32_t> rank(backends.size());
   for (uint32_t r = 0; r < by_name.size(); ++r) rank[by_name[r]] = r;
 
