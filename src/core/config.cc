@@ -281,6 +281,26 @@ absl::Status CheckName(TableReader& r, const toml::table& t, const std::string& 
   return absl::OkStatus();
 }
 
+// Where an array item is, for messages: `kind["name"]` once its name is
+// clean, else `kind[index]`.
+std::string ItemPath(const toml::table& t, std::string_view kind, size_t index) {
+  if (const toml::node* n = t.get("name"); n != nullptr && n->is_string() &&
+                                           IsCleanName(n->as_string()->get())) {
+    return absl::StrFormat("%s[\"%s\"]", kind, n->as_string()->get());
+  }
+  return absl::StrFormat("%s[%d]", kind, index);
+}
+
+// The two keys every VIP and backend has.
+absl::Status ReadNameAndAddress(TableReader& r, const toml::table& t, std::string* name, IpAddress* address) {
+  MAGLB_RETURN_IF_ERROR(r.String("name", true, name));
+  if (absl::Status st = CheckName(r, t, *name); !st.ok()) return st;
+  std::optional<IpAddress> addr;
+  MAGLB_RETURN_IF_ERROR(r.Address("address", true, &addr));
+  *address = *addr;
+  return absl::OkStatus();
+}
+
 absl::Status ParseLb(const toml::table& t, const std::string& source, LbConfig* lb) {
   TableReader r(t, source, "lb");
   int64_t seed = 0;
@@ -358,18 +378,9 @@ absl::Status ParseNeighbor(const toml::table& t, const std::string& source, size
 
 absl::Status ParseBackend(const toml::table& t, const std::string& source,
                           const std::string& vip_path, size_t index, BackendConfig* b) {
-  std::string path = absl::StrFormat("%s.backend[%d]", vip_path, index);
-  if (const toml::node* n = t.get("name"); n != nullptr && n->is_string() &&
-                                           IsCleanName(n->as_string()->get())) {
-    path = absl::StrFormat("%s.backend[\"%s\"]", vip_path, n->as_string()->get());
-  }
-  TableReader r(t, source, path);
+  TableReader r(t, source, ItemPath(t, absl::StrCat(vip_path, ".backend"), index));
   b->line = r.line();
-  MAGLB_RETURN_IF_ERROR(r.String("name", true, &b->name));
-  if (absl::Status st = CheckName(r, t, b->name); !st.ok()) return st;
-  std::optional<IpAddress> addr;
-  MAGLB_RETURN_IF_ERROR(r.Address("address", true, &addr));
-  b->address = *addr;
+  MAGLB_RETURN_IF_ERROR(ReadNameAndAddress(r, t, &b->name, &b->address));
   int64_t weight = 1;
   const toml::node* wn = r.Get("weight");
   if (wn != nullptr) {
@@ -425,18 +436,10 @@ absl::Status ParseHashingKeys(TableReader& r, const toml::table& t, VipConfig* v
 
 absl::Status ParseVip(const toml::table& t, const std::string& source, size_t index,
                       VipConfig* v) {
-  std::string path = absl::StrFormat("vip[%d]", index);
-  if (const toml::node* n = t.get("name"); n != nullptr && n->is_string() &&
-                                           IsCleanName(n->as_string()->get())) {
-    path = absl::StrFormat("vip[\"%s\"]", n->as_string()->get());
-  }
+  const std::string path = ItemPath(t, "vip", index);
   TableReader r(t, source, path);
   v->line = r.line();
-  MAGLB_RETURN_IF_ERROR(r.String("name", true, &v->name));
-  if (absl::Status st = CheckName(r, t, v->name); !st.ok()) return st;
-  std::optional<IpAddress> addr;
-  MAGLB_RETURN_IF_ERROR(r.Address("address", true, &addr));
-  v->address = *addr;
+  MAGLB_RETURN_IF_ERROR(ReadNameAndAddress(r, t, &v->name, &v->address));
   MAGLB_RETURN_IF_ERROR(r.Enum<Protocol>("protocol", {{"tcp", Protocol::kTcp}, {"udp", Protocol::kUdp}},
                                          &v->protocol));
   MAGLB_RETURN_IF_ERROR(r.Unsigned("port", 0, 65535, &v->port));

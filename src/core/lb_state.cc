@@ -37,6 +37,19 @@ class SlotAllocator {
   size_t next_ = 0;
 };
 
+// A VIP or backend that was there before keeps its id and counter slot (its
+// counters go on); a new one gets a fresh id and the lowest free slot.
+template <typename Item>
+void KeepOrAssignIdentity(const Item* previous, Item& item, uint32_t& next_id, SlotAllocator& slots) {
+  if (previous != nullptr) {
+    item.id = previous->id;
+    item.counter_slot = previous->counter_slot;
+  } else {
+    item.id = next_id++;
+    item.counter_slot = *slots.Next();  // the caller bounded the count by the slots
+  }
+}
+
 // A previous VIP's backends by name: reloads of VIPs with thousands of
 // backends stay linear.
 absl::flat_hash_map<std::string_view, const BackendState*> ByName(const VipState* v) {
@@ -189,13 +202,7 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbState(const Config& config
     v.hash_seed = config.lb.hash_seed;
     v.bounded_load_epsilon = vc.bounded_load_epsilon.value_or(0.0);
     for (const BackendConfig& bc : vc.backends) v.total_weight += bc.weight;
-    if (pv != nullptr) {
-      v.id = pv->id;
-      v.counter_slot = pv->counter_slot;
-    } else {
-      v.id = state->next_id_++;
-      v.counter_slot = *vip_slots.Next();  // bounded by kMaxVips above
-    }
+    KeepOrAssignIdentity(pv, v, state->next_id_, vip_slots);  // bounded by kMaxVips above
 
     // The table is a function of its TableInput alone, built from nothing
     // else, so reusing it on an equal input is exactly what a fresh start
@@ -237,13 +244,7 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbState(const Config& config
       b.weight = bc.weight;
       b.target.forwarding = vc.forwarding;
       b.target.backend = bc.address;
-      if (pb != nullptr) {
-        b.id = pb->id;
-        b.counter_slot = pb->counter_slot;
-      } else {
-        b.id = state->next_id_++;
-        b.counter_slot = *backend_slots.Next();  // bounded by kMaxBackendsTotal above
-      }
+      KeepOrAssignIdentity(pb, b, state->next_id_, backend_slots);  // bounded by kMaxBackendsTotal above
       v.backends.push_back(std::move(b));
     }
     for (size_t i = 0; i < v.backends.size(); ++i) {
