@@ -113,15 +113,15 @@ nlohmann::ordered_json CellJson(const Cell& cell) {
 }
 
 template <typename Json>
-void AppendInline(std::string* out, const Json& v) {
+void AppendInline(std::string* out, const Json& v, const InlineLayout& layout = {}) {
   switch (v.type()) {
     case nlohmann::json::value_t::array: {
       out->push_back('[');
       bool first = true;
       for (const Json& item : v) {
-        if (!first) out->append(", ");
+        if (!first) out->append(layout.array_separator);
         first = false;
-        AppendInline(out, item);
+        AppendInline(out, item, layout);
       }
       out->push_back(']');
       return;
@@ -132,9 +132,9 @@ void AppendInline(std::string* out, const Json& v) {
       for (const auto& [key, item] : v.items()) {
         if (!first) out->append(", ");
         first = false;
-        AppendInline(out, Json(key));
+        AppendInline(out, Json(key), layout);
         out->append(": ");
-        AppendInline(out, item);
+        AppendInline(out, item, layout);
       }
       out->push_back('}');
       return;
@@ -142,14 +142,17 @@ void AppendInline(std::string* out, const Json& v) {
     case nlohmann::json::value_t::number_float:
       if (!std::isfinite(v.template get<double>())) {
         out->append("null");
-      } else {
-        out->append(absl::StrFormat("%.9g", v.template get<double>()));
+        return;
       }
-      return;
+      if (layout.floats_as_nine_digits) {
+        out->append(absl::StrFormat("%.9g", v.template get<double>()));
+        return;
+      }
+      break;
     default:
-      out->append(v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-      return;
+      break;
   }
+  out->append(v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 }  // namespace
@@ -227,15 +230,15 @@ std::string RenderJson(const Report& report) {
   return out;
 }
 
-std::string InlineJson(const nlohmann::ordered_json& value) {
+std::string InlineJson(const nlohmann::ordered_json& value, const InlineLayout& layout) {
   std::string out;
-  AppendInline(&out, value);
+  AppendInline(&out, value, layout);
   return out;
 }
 
-std::string InlineJson(const nlohmann::json& value) {
+std::string InlineJson(const nlohmann::json& value, const InlineLayout& layout) {
   std::string out;
-  AppendInline(&out, value);
+  AppendInline(&out, value, layout);
   return out;
 }
 

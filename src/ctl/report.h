@@ -95,11 +95,19 @@ nlohmann::ordered_json ToJson(const Report& report);
 /// with 9 significant digits (counts with none).
 std::string RenderJson(const Report& report);
 
-/// A JSON value on one line with ", " and ": " between items (Python's
-/// json.dumps layout); floats with 9 significant digits. Strings are escaped
-/// by nlohmann (invalid UTF-8 replaced, never an exception).
-std::string InlineJson(const nlohmann::ordered_json& value);
-std::string InlineJson(const nlohmann::json& value);
+/// How InlineJson writes a value. The default is Python's json.dumps layout
+/// with floats at 9 significant digits; `maglbctl stats` passes the daemon's
+/// replies on as DPDK writes them (no space in arrays, numbers untouched).
+struct InlineLayout {
+  std::string_view array_separator = ", ";
+  bool floats_as_nine_digits = true;  ///< else as nlohmann writes them
+};
+
+/// A JSON value on one line, with ": " after keys and ", " between fields.
+/// Strings are escaped by nlohmann (invalid UTF-8 replaced, never an
+/// exception); a float that is not finite is null.
+std::string InlineJson(const nlohmann::ordered_json& value, const InlineLayout& layout = {});
+std::string InlineJson(const nlohmann::json& value, const InlineLayout& layout = {});
 
 enum class Format { kText, kJson };
 

@@ -127,20 +127,10 @@ class TelemetryClient {
 
 std::string Num(uint64_t v) { return absl::StrFormat("%u", v); }
 
-// JSON text of a value, as maglbctl has always printed it ({"k": v, ...}):
-// a VIP's pages, merged, are no one reply's text.
+// JSON text of a value, as maglbctl has always printed it ({"k": v, ...},
+// arrays as DPDK writes them): a VIP's pages, merged, are no one reply's text.
 std::string Dump(const Json& j) {
-  if (j.is_array()) {
-    std::vector<std::string> items;
-    for (const Json& x : j) items.push_back(Dump(x));
-    return absl::StrCat("[", absl::StrJoin(items, ","), "]");
-  }
-  if (j.is_object()) {
-    std::vector<std::string> fields;
-    for (const auto& [k, v] : j.items()) fields.push_back(absl::StrCat(Json(k).dump(), ": ", Dump(v)));
-    return absl::StrCat("{", absl::StrJoin(fields, ", "), "}");
-  }
-  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return report::InlineJson(j, {.array_separator = ",", .floats_as_nine_digits = false});
 }
 
 // The per-backend arrays of /maglb/vip, in the order the table prints them:
