@@ -20,6 +20,8 @@ struct ConntrackConfig {
   uint32_t tcp_syn_timeout_s = kDefaultTcpSynTimeoutS;
   uint32_t udp_timeout_s = kDefaultUdpTimeoutS;
   uint32_t proven_protect_s = 60;  // conntrack.h "Proven flows": unevictable while seen this recently
+
+  bool operator==(const ConntrackConfig&) const = default;
 };
 
 }  // namespace maglb

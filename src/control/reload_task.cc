@@ -131,13 +131,7 @@ void ReloadTask::FinishBuild() {
   }
   const LbStateChange& change = next->change();
   // Conntrack tables are sized and timed once, at start (no allocation later).
-  const ConntrackConfig& a = next->config().conntrack;
-  const ConntrackConfig& b = current->config().conntrack;
-  bool conntrack_changed = a.capacity != b.capacity ||
-                           a.tcp_established_timeout_s != b.tcp_established_timeout_s ||
-                           a.tcp_closing_timeout_s != b.tcp_closing_timeout_s ||
-                           a.tcp_syn_timeout_s != b.tcp_syn_timeout_s ||
-                           a.udp_timeout_s != b.udp_timeout_s || a.proven_protect_s != b.proven_protect_s;
+  const bool conntrack_changed = next->config().conntrack != current->config().conntrack;
   std::string summary = change.ToString();
   {
     std::lock_guard<std::mutex> lock(options_.publisher->mutex());

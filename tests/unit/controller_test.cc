@@ -448,6 +448,35 @@ TEST_F(ControllerTest, ASymlinkSwapIsOneReload) {
   EXPECT_EQ(Look().stats.reloads_refused, 0u);
 }
 
+// Conntrack tables are sized and timed at start: a reload that changes any
+// [conntrack] key says the change waits for a restart; one that changes none
+// does not.
+TEST_F(ControllerTest, AConntrackChangeIsSaidToWaitForARestart) {
+  Begin();
+  const char* kWaits = "[conntrack] changes apply at the next restart";
+  ReplaceWith(ConfigText({"a", "b"}));
+  ASSERT_TRUE(WaitFor([](const View& v) { return v.stats.reloads_ok == 1; }));
+  EXPECT_TRUE(LogLines(kWaits).empty());
+  const char* keys[] = {"capacity = 4096", "tcp_established_timeout_s = 100",
+                        "tcp_closing_timeout_s = 5", "tcp_syn_timeout_s = 7", "udp_timeout_s = 9",
+                        "proven_protect_s = 11"};
+  uint64_t reloads = 1;
+  for (const char* key : keys) {
+    const size_t said = LogLines(kWaits).size();
+    ReplaceWith(ConfigText({"a", "b"}) + "[conntrack]\n" + key + "\n");
+    ++reloads;
+    ASSERT_TRUE(WaitFor([&](const View& v) { return v.stats.reloads_ok == reloads; })) << key;
+    EXPECT_EQ(LogLines(kWaits).size(), said + 1) << key;
+    ReplaceWith(ConfigText({"a", "b"}));  // back to the defaults, also said to wait
+    ++reloads;
+    ASSERT_TRUE(WaitFor([&](const View& v) { return v.stats.reloads_ok == reloads; })) << key;
+    EXPECT_EQ(LogLines(kWaits).size(), said + 2) << key;
+  }
+  ReplaceWith(ConfigText({"a", "b", "c"}));  // no [conntrack] change
+  ASSERT_TRUE(WaitFor([&](const View& v) { return v.stats.reloads_ok == reloads + 1; }));
+  EXPECT_EQ(LogLines(kWaits).size(), 2 * std::size(keys));
+}
+
 // An editor that writes in place and pauses mid-write (longer than any
 // debounce): the prefix, itself a valid config with fewer VIPs, is never
 // loaded; the close loads the whole file, once.
