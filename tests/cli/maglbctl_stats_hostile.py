@@ -1,13 +1,11 @@
 #!/usr/bin/env python3
 """maglbctl stats against a fake telemetry socket that answers hostile
 replies: it must fail with an error line and exit 1, never crash."""
-import json
 import os
-import socket
-import subprocess
 import sys
-import tempfile
-import threading
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import fake_telemetry  # noqa: E402
 
 MAGLBCTL = sys.argv[1]
 
@@ -15,38 +13,17 @@ MAGLBCTL = sys.argv[1]
 STATS = '{"generation": 1}'
 
 
-def serve(sock, vip_body, stats_body):
-    conn, _ = sock.accept()
-    conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
-    conn.send(json.dumps({"version": "fake", "pid": 1, "max_output_len": 16384}).encode())
-    while True:
-        cmd = conn.recv(4096).decode()
-        if not cmd:
-            break
-        if cmd == "/maglb/stats":
-            body = stats_body
-        elif cmd.startswith("/maglb/vips"):
-            body = '{"generation": 1, "vip_total": 1, "vip_offset": 0, "names": ["v"]}'
-        elif cmd.startswith("/maglb/vip,"):
-            body = vip_body
-        else:
-            body = "null"
-        conn.send(('{"%s": %s}' % (cmd.split(",")[0], body)).encode())
-    conn.close()
-
-
 def run(vip_body, fmt, stats_body=STATS):
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "t.sock")
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        sock.bind(path)
-        sock.listen(1)
-        t = threading.Thread(target=serve, args=(sock, vip_body, stats_body), daemon=True)
-        t.start()
-        p = subprocess.run([MAGLBCTL, "stats", "--socket", path, "--format", fmt],
-                           capture_output=True, text=True, timeout=30)
-        sock.close()
-        return p
+    """vip_body and stats_body: raw JSON text (deeper than Python's json nests)."""
+    def reply_text(cmd):
+        if cmd == "/maglb/stats":
+            return stats_body
+        if cmd.startswith("/maglb/vips"):
+            return '{"generation": 1, "vip_total": 1, "vip_offset": 0, "names": ["v"]}'
+        if cmd.startswith("/maglb/vip,"):
+            return vip_body
+        return "null"
+    return fake_telemetry.maglbctl_stats(MAGLBCTL, reply_text, fmt)
 
 
 failures = 0

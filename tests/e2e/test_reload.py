@@ -9,13 +9,12 @@ symlink loop put in its place; maglbctl stats reads every page of a VIP with
 import json
 import os
 import re
-import shutil
 import signal
-import socket
-import tempfile
-import threading
+import sys
 
 import lbtest
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import fake_telemetry  # noqa: E402
 from lbtest import VIP, check, log
 
 STREAM_BYTES = 6_000_000   # 16 KiB every 25 ms: about 9.5 s
@@ -202,81 +201,31 @@ def test():
     check_cut_vip_list()
 
 
+def fake_maglb_stats(reply, fmt="table"):
+    """maglbctl stats against a fake telemetry socket; reply(cmd) is the
+    value it answers to cmd (None: null)."""
+    return fake_telemetry.maglbctl_stats(lbtest.MAGLBCTL, lambda cmd: json.dumps(reply(cmd)), fmt)
+
+
 def check_incomplete_reply():
     """maglbctl stats against a fake telemetry socket answering as a maglb
     that cut its reply (DPDK's limits, before paging): it must say so, not
     print blanks and zeros."""
-    tmp = tempfile.mkdtemp(prefix="mlb-fake-telemetry-")
-    path = os.path.join(tmp, "dpdk_telemetry.v2")
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    srv.bind(path)
-    srv.listen(1)
     vip = {"name": "old", "address": "10.100.0.9", "protocol": "tcp", "port": 80, "fingerprint": "00",
            "backend_names": ["a", "b", "c"], "backend_addresses": ["10.0.0.1", "10.0.0.2"],
            "backend_weights": [1, 1, 1]}
     replies = {"/maglb/stats": {"generation": 1}, "/maglb/vips": {"generation": 1, "names": ["old"]},
                "/maglb/vip,old": vip}
-
-    def serve():
-        conn, _ = srv.accept()
-        conn.send(json.dumps({"version": "fake", "pid": 1, "max_output_len": 16384}).encode())
-        while True:
-            cmd = conn.recv(1024).decode()
-            if not cmd:
-                break
-            conn.send(json.dumps({cmd.split(",", 2)[0]: replies.get(cmd)}).encode())
-        conn.close()
-
-    try:
-        for fmt in ("table", "json"):
-            t = threading.Thread(target=serve, daemon=True)
-            t.start()
-            r = lbtest.run([lbtest.MAGLBCTL, "stats", "--socket", path, "--format", fmt], check_rc=False)
-            t.join(5)
-            check(r.returncode == 1 and 'warning: vip "old": incomplete reply' in r.stderr and
-                  "backend_addresses has 2 of 3" in r.stderr and "backend_bytes missing" in r.stderr,
-                  "maglbctl stats --format %s: a cut reply is named on stderr, exit 1 (%s)"
-                  % (fmt, r.stderr.strip()))
-        t = threading.Thread(target=serve, daemon=True)
-        t.start()
-        r = lbtest.run([lbtest.MAGLBCTL, "stats", "--socket", path], check_rc=False)
-        t.join(5)
-        row_c = [x.split() for x in r.stdout.splitlines() if x.startswith("  c ")]
-        check(row_c == [["c", "?", "1", "?", "?", "?", "?", "?"]] and "INCOMPLETE" in r.stdout,
-              "the table marks what is missing with ? (row c: %s)" % row_c)
-    finally:
-        srv.close()
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def fake_maglb_stats(reply, fmt="table"):
-    """maglbctl stats against a fake telemetry socket; reply(cmd) is the
-    value it answers to cmd (None: null)."""
-    tmp = tempfile.mkdtemp(prefix="mlb-fake-telemetry-")
-    path = os.path.join(tmp, "dpdk_telemetry.v2")
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    srv.bind(path)
-    srv.listen(1)
-
-    def serve():
-        conn, _ = srv.accept()
-        conn.send(json.dumps({"version": "fake", "pid": 1, "max_output_len": 16384}).encode())
-        while True:
-            cmd = conn.recv(1024).decode()
-            if not cmd:
-                break
-            conn.send(json.dumps({cmd.split(",", 1)[0]: reply(cmd)}).encode())
-        conn.close()
-
-    try:
-        t = threading.Thread(target=serve, daemon=True)
-        t.start()
-        r = lbtest.run([lbtest.MAGLBCTL, "stats", "--socket", path, "--format", fmt], check_rc=False)
-        t.join(5)
-        return r
-    finally:
-        srv.close()
-        shutil.rmtree(tmp, ignore_errors=True)
+    for fmt in ("table", "json"):
+        r = fake_maglb_stats(replies.get, fmt)
+        check(r.returncode == 1 and 'warning: vip "old": incomplete reply' in r.stderr and
+              "backend_addresses has 2 of 3" in r.stderr and "backend_bytes missing" in r.stderr,
+              "maglbctl stats --format %s: a cut reply is named on stderr, exit 1 (%s)"
+              % (fmt, r.stderr.strip()))
+    r = fake_maglb_stats(replies.get)
+    row_c = [x.split() for x in r.stdout.splitlines() if x.startswith("  c ")]
+    check(row_c == [["c", "?", "1", "?", "?", "?", "?", "?"]] and "INCOMPLETE" in r.stdout,
+          "the table marks what is missing with ? (row c: %s)" % row_c)
 
 
 def check_cut_vip_list():
