@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "report.h"
 #include "maglb/exit_codes.h"
+#include "maglb/lb_state.h"
 #include "maglb/metrics.h"
 #include "nlohmann/json.hpp"
 
@@ -158,6 +159,11 @@ absl::StatusOr<Json> FetchVip(TelemetryClient& client, const std::string& name) 
     absl::StatusOr<Json> first = client.Query(absl::StrCat("/maglb/vip,", name), nullptr);
     if (!first.ok() || !first->is_object()) return first;
     if (Get(*first, "backend_total") == nullptr) return first;  // an older maglb: one reply is all there is
+    if (const uint64_t total = U64(*first, "backend_total"); total > kMaxBackendsTotal) {
+      return absl::DataLossError(absl::StrFormat(
+          "maglb's /maglb/vip,%s claims %u backends, more than any maglb serves (%u): not read", name,
+          total, kMaxBackendsTotal));
+    }
     Json merged = *std::move(first);
     size_t have = ArraySize(Get(merged, "backend_names"));
     bool restart = false;
@@ -225,6 +231,10 @@ absl::StatusOr<VipList> FetchVipNames(TelemetryClient& client) {
       return list;
     }
     const uint64_t total = U64(*first, "vip_total");
+    if (total > kMaxVips) {  // paged one name at a time, a lie would never end
+      return absl::DataLossError(absl::StrFormat(
+          "maglb's /maglb/vips claims %u VIPs, more than any maglb serves (%u): not read", total, kMaxVips));
+    }
     bool restart = false;
     while (list.names.size() < total) {
       absl::StatusOr<Json> page =
@@ -435,7 +445,11 @@ int CmdStats(int argc, char** argv) {
       std::fprintf(stderr, "maglbctl: %s\n", std::string(v.status().message()).c_str());
       return kExitError;
     }
-    if (!v->is_object()) continue;  // removed by a reload meanwhile
+    if (v->is_null()) continue;  // removed by a reload meanwhile
+    if (!v->is_object()) {
+      std::fprintf(stderr, "maglbctl: unreadable reply to /maglb/vip,%s: not an object\n", name.c_str());
+      return kExitError;
+    }
     if (std::string gaps = VipGaps(*v); !gaps.empty()) {
       std::fprintf(stderr, "maglbctl: warning: vip \"%s\": incomplete reply from maglb: %s\n",
                    name.c_str(), gaps.c_str());

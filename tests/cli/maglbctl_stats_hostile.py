@@ -49,5 +49,31 @@ want = "rx 0 packets 18446744073709551615 bytes; tx 0 packets 184467440737095516
 if want not in p.stdout:
     print(f"FAIL out-of-range numbers: rc {p.returncode}, stdout {p.stdout[:400]!r}")
     failures += 1
+# Totals no maglb can have, answered one name or backend per page, would be
+# paged for ever: refused at once. A VIP reply that is no object is an error,
+# not a VIP that went away (null).
+def run_vips(vips_body, vip_body, fmt):
+    def reply_text(cmd):
+        if cmd == "/maglb/stats":
+            return STATS
+        if cmd.startswith("/maglb/vips"):
+            return vips_body
+        return vip_body if cmd.startswith("/maglb/vip,") else "null"
+    return fake_telemetry.maglbctl_stats(MAGLBCTL, reply_text, fmt)
+
+
+endless_vips = '{"generation": 1, "vip_total": 1e300, "vip_offset": 0, "names": ["v"]}'
+one_vip = '{"generation": 1, "vip_total": 1, "vip_offset": 0, "names": ["v"]}'
+endless_backends = ('{"name": "v", "generation": 1, "fingerprint": "00", "backend_total": 18446744073709551615, '
+                    '"backend_offset": 0, "backend_names": ["a"]}')
+for what, vips_body, vip_body, says in [
+        ("an endless VIP list", endless_vips, "{}", "more than any maglb serves"),
+        ("an endless backend list", one_vip, endless_backends, "more than any maglb serves"),
+        ("a VIP reply that is an array", one_vip, "[1, 2]", "not an object")]:
+    for fmt in ("json", "table"):
+        p = run_vips(vips_body, vip_body, fmt)
+        if p.returncode != 1 or says not in p.stderr:
+            print(f"FAIL {what}, --format {fmt}: rc {p.returncode}, stderr {p.stderr[:300]!r}")
+            failures += 1
 print("ok" if failures == 0 else f"{failures} failure(s)")
 sys.exit(1 if failures else 0)
