@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "maglb/conntrack_config.h"
 #include "maglb/forwarding.h"
+#include "maglb/health_config.h"
 #include "maglb/ip_address.h"
 #include "maglb/lookup_table.h"
 #include "maglb/table_scheme.h"
@@ -90,6 +91,14 @@ struct VipConfig {
   /// ceil((1 + epsilon) * average) active flows passes new flows on. Unset: off.
   std::optional<double> bounded_load_epsilon;
   std::vector<BackendConfig> backends;
+  /// health_check = "NAME" (a [[health_check]], copied here) or an inline
+  /// [vip.health_check]; unset: not checked (health "unchecked").
+  std::optional<HealthCheckConfig> health_check;
+  /// A backend that comes up (added by a reload, or recovered) ramps to its
+  /// weight over this many seconds; 0: at once.
+  uint32_t slow_start_s = kDefaultSlowStartS;
+  AllDownPolicy all_down = AllDownPolicy::kKeepLast;
+  DownFlows down_flows = DownFlows::kPin;
   int line = 0;
 
   std::vector<BackendSpec> BackendSpecs() const;
@@ -161,6 +170,10 @@ struct Config {
   LbConfig lb;
   ConntrackConfig conntrack;
   std::vector<NeighborConfig> neighbors;
+  /// [[health_check]]: named checks VIPs refer to (each VIP holds its copy).
+  std::vector<HealthCheckConfig> health_checks;
+  HealthSettings health;
+  KernelConfig kernel;
   std::vector<VipConfig> vips;
 
   const VipConfig* FindVip(std::string_view name) const;
