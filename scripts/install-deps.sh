@@ -10,6 +10,7 @@ PACKAGES=(
   libdpdk-dev dpdk-dev
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev nlohmann-json3-dev
+  libmnl-dev libcurl4-openssl-dev libcpp-httplib-dev ccache
   iproute2 ethtool nftables procps psmisc curl iputils-ping
   python3 python3-scapy python3-xxhash tshark
   gnuplot-nox
