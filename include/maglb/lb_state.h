@@ -36,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "maglb/config.h"
 #include "maglb/encap.h"
+#include "maglb/health.h"
 #include "maglb/ip_address.h"
 #include "maglb/lookup_table.h"
 #include "maglb/packet.h"
@@ -50,7 +51,15 @@ inline constexpr uint32_t kMaxBackendsTotal = 65536;  // over all VIPs
 struct BackendState {
   uint32_t id = 0;            ///< stable, see the file comment
   uint32_t counter_slot = 0;  ///< index into per-worker backend counters (< kMaxBackendsTotal)
-  uint32_t weight = 0;        ///< 0 = draining: keeps tracked flows, no new ones
+  /// The weight the table was built with: the configured one, or what
+  /// health made of it (0 while down; scaled during a slow start, see
+  /// health.h EffectiveWeight). 0 = no new flows; tracked flows stay.
+  uint32_t weight = 0;
+  uint32_t configured_weight = 0;  ///< as the config says
+  BackendHealth health = BackendHealth::kUnchecked;
+  /// Down, on a VIP with down_flows = "move": its tracked flows take the
+  /// table's new choice on their next packet (Resolve says it is gone).
+  bool flows_move = false;
   /// Where packets go: forwarding mode, backend address, next-hop MAC (the
   /// gateway's for kGre/kIpip when one is configured, else the backend's).
   EncapTarget target;
@@ -82,7 +91,8 @@ struct VipState {
   std::shared_ptr<const LookupTable> table;
   /// In the table's index order: table->Lookup(h) indexes this vector.
   std::vector<BackendState> backends;
-  /// (id, index) sorted by id, for Resolve's fallback.
+  /// (id, index) sorted by id, for Resolve's fallback; without the backends
+  /// whose flows move.
   std::vector<std::pair<uint32_t, uint16_t>> id_index;
 
   uint64_t fingerprint() const { return table->fingerprint(); }
@@ -90,7 +100,9 @@ struct VipState {
   /// Index of the backend with `id`, trying `hint` first; kNoBackend if that
   /// backend is no longer configured on this VIP.
   uint16_t Resolve(uint32_t id, uint16_t hint) const {
-    if (hint < backends.size() && backends[hint].id == id) return hint;
+    if (hint < backends.size() && backends[hint].id == id) {
+      return backends[hint].flows_move ? kNoBackend : hint;
+    }
     return ResolveSlow(id);
   }
   uint16_t ResolveSlow(uint32_t id) const;
@@ -107,6 +119,8 @@ struct LbStateChange {
   uint64_t generation = 0;
   std::vector<std::string> vips_added, vips_removed;
   std::vector<VipChange> vips_changed;  ///< tables rebuilt (and VIPs whose fields changed)
+  /// Rebuilt for its inputs (health), not for a new config: same generation.
+  bool inputs_only = false;
   uint32_t tables_reused = 0;
   uint32_t tables_built = 0;
 
@@ -118,9 +132,21 @@ struct LbStateChange {
 /// Resolves a next-hop IP address to a MAC (ARP/ND cache of the data plane).
 using NeighborResolver = std::function<std::optional<MacAddress>(const IpAddress&)>;
 
+/// What health checking makes of one backend (control/health_task.h).
+struct BackendHealthInput {
+  BackendHealth health = BackendHealth::kUnchecked;
+  uint32_t effective_weight = 0;
+  bool flows_move = false;
+};
+/// The health of (VIP name, backend name); nullopt: the health task does not
+/// know the backend (yet): see BuildLbState.
+using HealthResolver =
+    std::function<std::optional<BackendHealthInput>(std::string_view vip, std::string_view backend)>;
+
 struct LbStateOptions {
   MacAddress port_mac;       ///< our data-plane port's MAC (outer Ethernet source)
   NeighborResolver resolve;  ///< may be empty; Config::neighbors always win
+  HealthResolver health;     ///< may be empty: every backend at its configured weight
 };
 
 class LbState {
@@ -145,9 +171,10 @@ class LbState {
   std::unique_ptr<const LbState> WithNeighbors(const NeighborResolver& resolve) const;
 
  private:
-  friend absl::StatusOr<std::unique_ptr<const LbState>> BuildLbState(const Config&,
-                                                                    const LbState*,
-                                                                    const LbStateOptions&);
+  friend absl::StatusOr<std::unique_ptr<const LbState>> BuildLbStateImpl(const Config&,
+                                                                        const LbState*,
+                                                                        const LbStateOptions&,
+                                                                        bool inputs_only);
   void ResolveNeighbors(const NeighborResolver& resolve);
 
   uint64_t generation_ = 0;
@@ -170,12 +197,22 @@ class LbState {
 /// slots, and its generation (+1). The result's change() says what changed.
 /// Fails (leaving nothing half-built) if a table cannot be built or a limit
 /// above is exceeded.
+///
+/// Health: each backend's table weight is what options.health says. A checked
+/// backend it does not know yet is a newcomer: down ("new, not yet checked")
+/// when a reload adds it to a VIP that was already serving, up at its weight
+/// otherwise (at start, or on a new VIP: serving before any check answers).
 absl::StatusOr<std::unique_ptr<const LbState>> BuildLbState(const Config& config,
                                                             const LbState* previous,
                                                             const LbStateOptions& options);
 /// As above, with the previous snapshot's options (none for the first).
 absl::StatusOr<std::unique_ptr<const LbState>> BuildLbState(const Config& config,
                                                             const LbState* previous);
+
+/// `current` rebuilt for new inputs (health): same config, same generation,
+/// only the tables whose weights changed rebuilt; change().inputs_only.
+absl::StatusOr<std::unique_ptr<const LbState>> RebuildForInputs(const LbState& current,
+                                                                const LbStateOptions& options);
 
 }  // namespace maglb
 

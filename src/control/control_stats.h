@@ -5,11 +5,25 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 
 #include "control/neighbor.h"
+#include "maglb/health.h"
 
 namespace maglb {
+
+/// One checked backend as the health task sees it (telemetry, maglbctl stats).
+struct BackendHealthStatus {
+  BackendHealth health = BackendHealth::kUnchecked;
+  bool held_down = false;      ///< flapping: kept down until stable
+  std::string reason;          ///< of the last transition (or the start state)
+  uint64_t since_unix_ms = 0;  ///< when that was (wall clock)
+  std::string last_probe;      ///< the last probe's detail
+  uint64_t probes = 0, probe_failures = 0, transitions = 0;
+  std::string check;           ///< "http via tunnel to 10.100.0.1:80 from port 61003"
+};
 
 struct ControlStats {
   uint64_t reloads_ok = 0;
@@ -22,6 +36,11 @@ struct ControlStats {
   uint64_t nd_requests_sent = 0;
   uint64_t control_frames = 0;  ///< ARP/ND frames the workers passed up
   uint64_t started_ns = 0;
+  uint64_t health_rebuilds = 0;     ///< snapshots rebuilt for health (not reloads)
+  uint64_t health_transitions = 0;  ///< backends' up/down changes
+  uint64_t health_probes = 0, health_probe_failures = 0;
+  /// (VIP name, backend name) -> status, for every checked backend.
+  std::map<std::pair<std::string, std::string>, BackendHealthStatus> backend_health;
 };
 
 }  // namespace maglb

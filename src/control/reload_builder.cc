@@ -62,7 +62,8 @@ void ReloadBuilder::Start(BuildJob job) {
   shared_->cancel = false;
   // The thread holds its own reference: it may outlive this object.
   shared_->thread = std::thread([shared = shared_, build = build_, job = std::move(job)]() mutable {
-    absl::StatusOr<std::unique_ptr<const LbState>> state = build(job, shared->cancel);
+    absl::StatusOr<std::unique_ptr<const LbState>> state =
+        job.inputs_only ? RebuildForInputs(*job.previous, job.options) : build(job, shared->cancel);
     {
       std::lock_guard<std::mutex> lock(shared->mu);
       shared->result.emplace(BuildResult{std::move(job), std::move(state)});

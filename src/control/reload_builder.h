@@ -33,6 +33,9 @@ struct BuildJob {
   std::string config_path;
   std::shared_ptr<const LbState> previous;  ///< lends tables and ids; owned here
   LbStateOptions options;  ///< its resolver must not read control-thread state
+  /// Not a reload: `previous` rebuilt for new inputs (RebuildForInputs), the
+  /// config file not read.
+  bool inputs_only = false;
 };
 
 /// Loads the config at job.config_path and builds its snapshot. `cancel` is

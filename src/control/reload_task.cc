@@ -28,7 +28,7 @@ absl::Status ReloadTask::Start(EventLoop& loop) {
   builder_ = *std::move(builder);
   absl::Status added = loop.AddFd(builder_->fd(), EPOLLIN, [this](uint32_t) {
     FinishBuild();
-    if (build_wanted_ && !builder_->busy()) StartBuild();  // a newer change came meanwhile
+    StartNext();
   });
   if (!added.ok()) return added;
   absl::StatusOr<ConfigWatch> watch = ConfigWatch::Create(options_.config_path);
@@ -45,6 +45,7 @@ absl::Status ReloadTask::Start(EventLoop& loop) {
                             std::string(watch.status().message())));
   }
   options_.inputs->SetRepublish([this] { Republish(); });
+  options_.inputs->SetRebuild([this](std::string why) { RequestRebuild(std::move(why)); });
   return absl::OkStatus();
 }
 
@@ -64,9 +65,42 @@ void ReloadTask::Request(const char* why) {
   if (!builder_->busy() && start_timer_ == 0) {
     start_timer_ = loop_->AddTimer(std::chrono::nanoseconds(0), [this] {
       start_timer_ = 0;
-      if (build_wanted_ && !builder_->busy()) StartBuild();
+      StartNext();
     });
   }
+}
+
+void ReloadTask::RequestRebuild(std::string why) {
+  rebuild_wanted_ = true;
+  rebuild_why_ = std::move(why);
+  if (!builder_->busy() && start_timer_ == 0) {
+    start_timer_ = loop_->AddTimer(std::chrono::nanoseconds(0), [this] {
+      start_timer_ = 0;
+      StartNext();
+    });
+  }
+}
+
+void ReloadTask::StartNext() {
+  if (builder_->busy()) return;
+  if (build_wanted_) {
+    StartBuild();  // it takes the current inputs: no rebuild needed after it
+    rebuild_wanted_ = false;
+  } else if (rebuild_wanted_) {
+    StartRebuild();
+  }
+}
+
+void ReloadTask::StartRebuild() {
+  rebuild_wanted_ = false;
+  BuildJob job;
+  job.seq = reload_seq_;
+  job.why = rebuild_why_;
+  job.inputs_only = true;
+  job.previous = std::make_shared<const LbState>(*options_.publisher->Current());
+  job.options = options_.inputs->Capture();
+  build_inputs_version_ = options_.inputs->version();
+  builder_->Start(std::move(job));
 }
 
 // Counts and logs a refused reload; the running state stays as it is.
@@ -100,6 +134,10 @@ void ReloadTask::FinishBuild() {
   std::optional<BuildResult> result = builder_->Take();
   if (!result) return;
   const LbState* current = options_.publisher->Current();
+  if (result->job.inputs_only) {
+    FinishRebuild(*std::move(result), *current);
+    return;
+  }
   if (result->job.seq != reload_seq_) {
     // A newer change came while this one was built: only the newest is
     // published (or refused).
@@ -143,6 +181,26 @@ void ReloadTask::FinishBuild() {
   LogLine(absl::StrFormat("reload (%s): %s%s", result->job.why, summary,
                           conntrack_changed ? "; [conntrack] changes apply at the next restart" : ""));
   options_.inputs->ConfigPublished(*options_.publisher->Current());
+}
+
+void ReloadTask::FinishRebuild(BuildResult result, const LbState& current) {
+  if (result.job.seq != reload_seq_ || build_wanted_) return;  // a reload builds it with the new inputs
+  if (!result.state.ok()) {
+    // The config built before; only a table over a builder's limit can fail here.
+    LogLine(absl::StrFormat("health (%s): cannot rebuild the tables: %s; still serving the previous "
+                            "ones (generation %u)",
+                            result.job.why, result.state.status().message(), current.generation()));
+    return;
+  }
+  std::unique_ptr<const LbState> next = *std::move(result.state);
+  if (options_.inputs->version() != build_inputs_version_) next = options_.inputs->Reapply(*next);
+  std::string summary = next->change().ToString();
+  {
+    std::lock_guard<std::mutex> lock(options_.publisher->mutex());
+    ++options_.stats->health_rebuilds;
+  }
+  options_.publisher->Publish(std::move(next));
+  LogLine(absl::StrFormat("health (%s): %s", result.job.why, summary));
 }
 
 void ReloadTask::Republish() {

@@ -58,11 +58,18 @@ class ReloadTask : public ControlTask {
 
   /// Asks for a reload; `why` ("SIGHUP") goes into its log line.
   void Request(const char* why);
+  /// Asks for the current config to be rebuilt with new inputs (health);
+  /// after the build in progress, if any. `why` goes into its log line.
+  void RequestRebuild(std::string why);
 
  private:
   void StartBuild();
+  void StartRebuild();
+  // After a build: the newest reload, else a wanted rebuild.
+  void StartNext();
   // The helper thread's result: publish it, refuse it, or build again.
   void FinishBuild();
+  void FinishRebuild(BuildResult result, const LbState& current);
   void RefuseReload(const std::string& why, const std::string& msg, const LbState& current);
   void Republish();
 
@@ -75,6 +82,8 @@ class ReloadTask : public ControlTask {
   std::string reload_why_;              // why the newest one was asked for
   bool build_wanted_ = false;           // the newest one is not being built yet
   uint64_t build_inputs_version_ = 0;   // SnapshotInputs::version() the running build took
+  bool rebuild_wanted_ = false;         // inputs changed tables: rebuild once the builder is free
+  std::string rebuild_why_;
 };
 
 }  // namespace maglb

@@ -7,6 +7,11 @@ void SnapshotInputs::Changed() {
   if (republish_) republish_();
 }
 
+void SnapshotInputs::TablesChanged(std::string why) {
+  ++version_;
+  if (rebuild_) rebuild_(std::move(why));
+}
+
 LbStateOptions SnapshotInputs::Capture() const {
   LbStateOptions options;
   options.port_mac = port_mac_;
@@ -15,7 +20,8 @@ LbStateOptions SnapshotInputs::Capture() const {
 }
 
 std::unique_ptr<const LbState> SnapshotInputs::Reapply(const LbState& state) const {
-  // Next hops are the only input a snapshot takes after it is built so far.
+  // Next hops only: an input that changes tables asks for a rebuild
+  // (TablesChanged), which the publisher runs after the build in progress.
   return state.WithNeighbors(Capture().resolve);
 }
 

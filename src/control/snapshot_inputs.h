@@ -1,5 +1,5 @@
-// What a snapshot is built from beyond the config: next-hop MACs now
-// (NeighborTask), backend health next. The tasks that own such state are
+// What a snapshot is built from beyond the config: next-hop MACs
+// (NeighborTask) and backend health (HealthTask). The tasks that own such state are
 // SnapshotInputSources; everything that builds or publishes a snapshot (the
 // reload task) goes through SnapshotInputs alone, not through each source:
 // it asks for the inputs to build with, and is asked to publish again when
@@ -42,11 +42,19 @@ class SnapshotInputs {
   // --- For sources ---
   /// The source's state changed: the current snapshot is published again
   /// with it, at once (and a build under way picks it up when it ends).
+  /// For inputs that need no table rebuilt (next hops).
   void Changed();
+  /// The source's state changed tables (backend health): the current config
+  /// is rebuilt with it off the loop thread (same generation), and published
+  /// when done; a reload under way is rebuilt after it. The caller limits how
+  /// often it asks (health.h RebuildLimiter).
+  void TablesChanged(std::string why);
 
   // --- For the publisher ---
   /// Who publishes again when an input changes.
   void SetRepublish(std::function<void()> republish) { republish_ = std::move(republish); }
+  /// Who rebuilds when an input changes tables.
+  void SetRebuild(std::function<void(std::string why)> rebuild) { rebuild_ = std::move(rebuild); }
   /// The options to build a snapshot with: every source's current state,
   /// copied (safe to read on a helper thread).
   LbStateOptions Capture() const;
@@ -62,6 +70,7 @@ class SnapshotInputs {
   MacAddress port_mac_;
   std::vector<SnapshotInputSource*> sources_;
   std::function<void()> republish_;
+  std::function<void(std::string)> rebuild_;
   uint64_t version_ = 0;
 };
 

@@ -88,7 +88,8 @@ std::string LbStateChange::ToString() const {
     parts.push_back(absl::StrCat("~vip ", c.name, " (", absl::StrJoin(what, ", "), ")"));
   }
   if (parts.empty()) parts.push_back("no VIP changed");
-  return absl::StrCat("generation ", generation, ": ", absl::StrJoin(parts, ", "), "; ",
+  return absl::StrCat("generation ", generation, inputs_only ? " (health)" : "", ": ",
+                      absl::StrJoin(parts, ", "), "; ",
                       tables_built, " tables built, ", tables_reused, " reused");
 }
 
@@ -138,6 +139,18 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbState(const Config& config
 absl::StatusOr<std::unique_ptr<const LbState>> BuildLbState(const Config& config,
                                                             const LbState* previous,
                                                             const LbStateOptions& options) {
+  return BuildLbStateImpl(config, previous, options, false);
+}
+
+absl::StatusOr<std::unique_ptr<const LbState>> RebuildForInputs(const LbState& current,
+                                                                const LbStateOptions& options) {
+  return BuildLbStateImpl(current.config(), &current, options, true);
+}
+
+absl::StatusOr<std::unique_ptr<const LbState>> BuildLbStateImpl(const Config& config,
+                                                                const LbState* previous,
+                                                                const LbStateOptions& options,
+                                                                bool inputs_only) {
   const std::string where = config.source.empty() ? std::string("config") : config.source;
   if (config.vips.size() > kMaxVips) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -154,12 +167,14 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbState(const Config& config
   }
 
   auto state = std::make_unique<LbState>();
-  state->generation_ = previous != nullptr ? previous->generation() + 1 : 1;
+  state->generation_ = previous == nullptr ? 1 : previous->generation() + (inputs_only ? 0 : 1);
+  state->neighbor_version_ = previous != nullptr && inputs_only ? previous->neighbor_version_ : 0;
   state->config_ = config;
   state->options_ = options;
   state->next_id_ = previous != nullptr ? previous->next_id_ : 1;
   LbStateChange& change = state->change_;
   change.generation = state->generation_;
+  change.inputs_only = inputs_only;
 
   // The previous snapshot's VIPs by name (linear in the number of VIPs).
   absl::flat_hash_map<std::string_view, const VipState*> previous_vips;
@@ -201,13 +216,35 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbState(const Config& config
     v.table_size = vc.table_size;
     v.hash_seed = config.lb.hash_seed;
     v.bounded_load_epsilon = vc.bounded_load_epsilon.value_or(0.0);
-    for (const BackendConfig& bc : vc.backends) v.total_weight += bc.weight;
     KeepOrAssignIdentity(pv, v, state->next_id_, vip_slots);  // bounded by kMaxVips above
+
+    const auto prev_by_name = ByName(pv);
+    // Health decides each backend's table weight (see BuildLbState).
+    const bool checked = vc.health_check.has_value() && vc.health_check->type != HealthCheckType::kNone;
+    absl::flat_hash_map<std::string_view, BackendHealthInput> health;
+    for (const BackendConfig& bc : vc.backends) {
+      BackendHealthInput h{BackendHealth::kUnchecked, bc.weight, false};
+      if (checked) {
+        std::optional<BackendHealthInput> known =
+            options.health ? options.health(vc.name, bc.name) : std::nullopt;
+        const bool newcomer = pv != nullptr && Find(prev_by_name, bc.name) == nullptr;
+        if (known.has_value()) {
+          h = *known;
+        } else if (newcomer) {
+          h = {BackendHealth::kDown, 0, false};
+        } else {
+          h = {BackendHealth::kUp, bc.weight, false};
+        }
+      }
+      health[bc.name] = h;
+      v.total_weight += h.effective_weight;
+    }
 
     // The table is a function of its TableInput alone, built from nothing
     // else, so reusing it on an equal input is exactly what a fresh start
     // would build.
     TableInput input = TableInput::Of(vc);
+    for (auto& [name, weight] : input.backends) weight = health.at(name).effective_weight;
     const TableInput* previous_input =
         pv != nullptr ? &previous->table_inputs_[pv - previous->vips().data()] : nullptr;
     const bool reuse = previous_input != nullptr && *previous_input == input;
@@ -235,19 +272,23 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbState(const Config& config
       order.clear();
       for (const BackendConfig& bc : vc.backends) order.push_back(bc.name);
     }
-    const auto prev_by_name = ByName(pv);
     for (const std::string& name : order) {
       const BackendConfig& bc = *by_name.at(name);
       const BackendState* pb = Find(prev_by_name, name);
       BackendState b;
       b.name = name;
-      b.weight = bc.weight;
+      const BackendHealthInput& h = health.at(name);
+      b.weight = h.effective_weight;
+      b.configured_weight = bc.weight;
+      b.health = h.health;
+      b.flows_move = h.flows_move && h.effective_weight == 0;
       b.target.forwarding = vc.forwarding;
       b.target.backend = bc.address;
       KeepOrAssignIdentity(pb, b, state->next_id_, backend_slots);  // bounded by kMaxBackendsTotal above
       v.backends.push_back(std::move(b));
     }
     for (size_t i = 0; i < v.backends.size(); ++i) {
+      if (v.backends[i].flows_move) continue;  // Resolve: gone for its flows
       v.id_index.emplace_back(v.backends[i].id, static_cast<uint16_t>(i));
     }
     std::sort(v.id_index.begin(), v.id_index.end());

@@ -1,0 +1,411 @@
+#include "control/health_task.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "control/log.h"
+
+namespace maglb {
+
+namespace {
+
+// Longest list of changes named in one rebuild's log line.
+constexpr size_t kMaxWhyLength = 200;
+
+uint64_t WallMs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+std::string_view TypeName(HealthCheckType t) {
+  switch (t) {
+    case HealthCheckType::kTcp: return "tcp";
+    case HealthCheckType::kHttp: return "http";
+    case HealthCheckType::kUdp: return "udp";
+    case HealthCheckType::kNone: break;
+  }
+  return "none";
+}
+
+}  // namespace
+
+struct HealthTask::Backend {
+  Key key;
+  uint32_t vip_id = 0;
+  uint32_t backend_id = 0;
+  IpAddress address;  // the backend's, to notice a change
+  HealthCheckConfig check;
+  ProbeTarget target;
+  std::string cannot_probe;  // why no probe can go out ("" if one can)
+  uint32_t configured_weight = 0;
+  int tunnel_slot = -1;
+  HealthTracker tracker;
+  EventLoop::TimerId timer = 0;
+  Prober::ProbeId probe = 0;
+  uint64_t since_unix_ms = 0;
+
+  Backend(const HealthCheckConfig& c, const HealthSettings& s, uint32_t slow_start_s, HealthStart start,
+          uint64_t now)
+      : check(c), tracker(c, s, slow_start_s, start, now) {}
+};
+
+HealthTask::HealthTask(Options options)
+    : options_(std::move(options)),
+      inputs_(std::make_shared<const std::map<Key, BackendHealthInput>>()),
+      tunnel_ports_used_(kTunnelProbePorts, false),
+      jitter_rng_(std::random_device{}()) {}
+
+HealthTask::~HealthTask() { Stop(); }
+
+uint64_t HealthTask::Now() const {
+  if (options_.now_ns) return options_.now_ns();
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+absl::Status HealthTask::Start(EventLoop& loop) {
+  loop_ = &loop;
+  absl::StatusOr<std::unique_ptr<Prober>> prober = Prober::Create(loop);
+  if (!prober.ok()) return prober.status();
+  prober_ = *std::move(prober);
+  // Backends of the first config were adopted before the loop existed.
+  for (auto& [key, b] : backends_) {
+    std::uniform_int_distribution<uint64_t> first(0, uint64_t{b->check.interval_ms} * 1'000'000);
+    Schedule(*b, first(jitter_rng_));  // spread the first round over one interval
+  }
+  ArmChangeTimer();
+  return absl::OkStatus();
+}
+
+void HealthTask::Stop() {
+  for (auto& [key, b] : backends_) Forget(*b);
+  backends_.clear();
+  if (loop_ != nullptr) {
+    if (rebuild_timer_ != 0) loop_->CancelTimer(rebuild_timer_);
+    if (change_timer_ != 0) loop_->CancelTimer(change_timer_);
+  }
+  rebuild_timer_ = change_timer_ = 0;
+  prober_.reset();
+}
+
+void HealthTask::Fill(LbStateOptions& options) const {
+  // The map is immutable once handed out: a build on a helper thread reads it
+  // while the task goes on.
+  std::shared_ptr<const std::map<Key, BackendHealthInput>> inputs = inputs_;
+  options.health = [inputs](std::string_view vip, std::string_view backend) -> std::optional<BackendHealthInput> {
+    auto it = inputs->find(Key(std::string(vip), std::string(backend)));
+    if (it == inputs->end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+void HealthTask::Forget(Backend& b) {
+  if (loop_ != nullptr && b.timer != 0) loop_->CancelTimer(b.timer);
+  b.timer = 0;
+  if (prober_ != nullptr && b.probe != 0) prober_->Cancel(b.probe);
+  b.probe = 0;
+  if (b.tunnel_slot >= 0) {
+    if (options_.tunnel_probes != nullptr) {
+      options_.tunnel_probes->Clear(static_cast<uint16_t>(kTunnelProbePortBase + b.tunnel_slot));
+    }
+    tunnel_ports_used_[b.tunnel_slot] = false;
+    b.tunnel_slot = -1;
+  }
+  if (options_.stats_mutex != nullptr) {
+    std::lock_guard<std::mutex> lock(*options_.stats_mutex);
+    options_.stats->backend_health.erase(b.key);
+  }
+}
+
+void HealthTask::ConfigPublished(const LbState& state) {
+  const uint64_t now = Now();
+  const LbConfig& lb = state.config().lb;
+  limiter_.set_interval_ns(uint64_t{state.config().health.rebuild_interval_ms} * 1'000'000);
+  std::map<Key, std::unique_ptr<Backend>> next;
+  std::map<std::string, VipPolicy> next_vips;
+  for (const VipState& v : state.vips()) {
+    const VipConfig* vc = state.config().FindVip(v.name);
+    if (vc == nullptr || !vc->health_check || vc->health_check->type == HealthCheckType::kNone) continue;
+    const HealthCheckConfig& check = *vc->health_check;
+    VipPolicy policy{vc->all_down, vc->down_flows, false};
+    if (auto it = vips_.find(v.name); it != vips_.end()) policy.all_down_now = it->second.all_down_now;
+    next_vips[v.name] = policy;
+    for (const BackendState& bs : v.backends) {
+      Key key(v.name, bs.name);
+      std::unique_ptr<Backend> b;
+      if (auto it = backends_.find(key); it != backends_.end() && it->second->address == bs.target.backend) {
+        b = std::move(it->second);
+        backends_.erase(it);
+        b->tracker.Reconfigure(check, state.config().health, vc->slow_start_s);
+        b->check = check;
+      } else {
+        if (it != backends_.end()) {  // same name, new address: a new backend
+          Forget(*it->second);
+          backends_.erase(it);
+        }
+        // As the snapshot decided (lb_state.h): a newcomer on a serving VIP
+        // starts down, everything else up.
+        const HealthStart start = !first_config_ && bs.health == BackendHealth::kDown
+                                      ? HealthStart::kDownNew
+                                      : HealthStart::kUpUnchecked;
+        b = std::make_unique<Backend>(check, state.config().health, vc->slow_start_s, start, now);
+        b->key = key;
+        b->address = bs.target.backend;
+        b->since_unix_ms = WallMs();
+      }
+      b->vip_id = v.id;
+      b->backend_id = bs.id;
+      b->configured_weight = bs.configured_weight;
+      // Where its probes go.
+      const uint16_t port = check.port != 0 ? check.port : v.port;
+      ProbeTarget t;
+      t.port = port;
+      b->cannot_probe.clear();
+      const IpAddress& dest = check.via == HealthCheckVia::kTunnel ? v.address : bs.target.backend;
+      t.destination = dest;
+      const std::optional<IpAddress>& source = dest.is_v6 ? lb.ipv6 : lb.ipv4;
+      if (source.has_value()) {
+        t.source = *source;
+      } else {
+        b->cannot_probe = absl::StrFormat("no [lb] %s address to probe from", dest.is_v6 ? "ipv6" : "ipv4");
+      }
+      if (!check.http_host.empty()) t.host = check.http_host;
+      if (check.via == HealthCheckVia::kTunnel) {
+        if (options_.tunnel_probes == nullptr) {
+          b->cannot_probe = "tunnel checks need the kernel interface ([kernel] interface)";
+        } else {
+          if (b->tunnel_slot < 0) {
+            auto free = std::find(tunnel_ports_used_.begin(), tunnel_ports_used_.end(), false);
+            if (free != tunnel_ports_used_.end()) {
+              *free = true;
+              b->tunnel_slot = static_cast<int>(free - tunnel_ports_used_.begin());
+            }
+          }
+          if (b->tunnel_slot < 0) {
+            b->cannot_probe = absl::StrFormat("no tunnel probe port free (%u in use)", kTunnelProbePorts);
+          } else {
+            t.source_port = static_cast<uint16_t>(kTunnelProbePortBase + b->tunnel_slot);
+            options_.tunnel_probes->Set(t.source_port, v.id, bs.id);
+          }
+        }
+      } else if (b->tunnel_slot >= 0) {  // was a tunnel check before the reload
+        if (options_.tunnel_probes != nullptr) {
+          options_.tunnel_probes->Clear(static_cast<uint16_t>(kTunnelProbePortBase + b->tunnel_slot));
+        }
+        tunnel_ports_used_[b->tunnel_slot] = false;
+        b->tunnel_slot = -1;
+      }
+      b->target = t;
+      const bool is_new = b->timer == 0 && b->probe == 0;
+      if (is_new && loop_ != nullptr) {
+        std::uniform_int_distribution<uint64_t> first(0, uint64_t{check.interval_ms} * 1'000'000);
+        Schedule(*b, first(jitter_rng_));
+      }
+      PublishStatus(*b);
+      next[key] = std::move(b);
+    }
+  }
+  // What is left was removed (or lost its check): its probes stop now.
+  for (auto& [key, b] : backends_) {
+    Forget(*b);
+    LogLine(absl::StrFormat("vip %s backend %s: health check stopped (%s)", key.first, key.second,
+                            next_vips.contains(key.first) ? "backend removed" : "no check any more"));
+  }
+  backends_ = std::move(next);
+  vips_ = std::move(next_vips);
+  first_config_ = false;
+  Recompute("config", &state);
+}
+
+void HealthTask::Schedule(Backend& b, uint64_t delay_ns) {
+  if (loop_ == nullptr) return;
+  Key key = b.key;
+  b.timer = loop_->AddTimer(std::chrono::nanoseconds(delay_ns), [this, key] { RunProbe(key); });
+}
+
+void HealthTask::RunProbe(const Key& key) {
+  auto it = backends_.find(key);
+  if (it == backends_.end()) return;
+  Backend& b = *it->second;
+  b.timer = 0;
+  // The next probe goes out one interval (+- jitter) after this one starts,
+  // whatever this one takes (timeout < interval).
+  const uint64_t interval = uint64_t{b.check.interval_ms} * 1'000'000;
+  const uint64_t spread = interval * b.check.jitter_percent / 100;
+  std::uniform_int_distribution<uint64_t> jitter(0, 2 * spread);
+  Schedule(b, interval - spread + jitter(jitter_rng_));
+  if (b.probe != 0) return;  // the last one has not ended (cannot happen: timeout < interval)
+  if (!b.cannot_probe.empty()) {
+    loop_->AddTimer(std::chrono::nanoseconds(0), [this, key, why = b.cannot_probe] {
+      ProbeDone(key, ProbeOutcome{false, why});
+    });
+    return;
+  }
+  b.probe = prober_->Start(b.check, b.target, [this, key](ProbeOutcome outcome) {
+    auto found = backends_.find(key);
+    if (found == backends_.end()) return;
+    found->second->probe = 0;
+    ProbeDone(key, outcome);
+  });
+}
+
+void HealthTask::ProbeDone(const Key& key, const ProbeOutcome& outcome) {
+  auto it = backends_.find(key);
+  if (it == backends_.end()) return;
+  Backend& b = *it->second;
+  std::optional<HealthTransition> t = b.tracker.Observe(outcome, Now());
+  {
+    std::lock_guard<std::mutex> lock(*options_.stats_mutex);
+    ++options_.stats->health_probes;
+    if (!outcome.ok) ++options_.stats->health_probe_failures;
+    if (t) ++options_.stats->health_transitions;
+  }
+  if (t) {
+    b.since_unix_ms = WallMs();
+    LogLine(absl::StrFormat("vip %s backend %s: %s -> %s (%s)", key.first, key.second, HealthName(t->from),
+                            HealthName(t->to), t->reason));
+  }
+  PublishStatus(b);
+  if (t) Recompute(absl::StrCat(key.first, "/", key.second, " ", HealthName(t->to)));
+}
+
+void HealthTask::PublishStatus(const Backend& b) {
+  if (options_.stats_mutex == nullptr) return;
+  BackendHealthStatus s;
+  s.health = b.tracker.health();
+  s.held_down = b.tracker.held_down();
+  s.reason = b.tracker.reason();
+  s.since_unix_ms = b.since_unix_ms;
+  s.last_probe = b.cannot_probe.empty() ? b.tracker.last_detail() : b.cannot_probe;
+  s.probes = b.tracker.probes();
+  s.probe_failures = b.tracker.probe_failures();
+  s.transitions = b.tracker.transitions();
+  s.check = absl::StrFormat("%s via %s to %s:%u", TypeName(b.check.type),
+                            b.check.via == HealthCheckVia::kTunnel ? "tunnel" : "direct",
+                            b.target.destination.ToString(), b.target.port);
+  if (b.target.source_port != 0) absl::StrAppend(&s.check, " from port ", b.target.source_port);
+  std::lock_guard<std::mutex> lock(*options_.stats_mutex);
+  options_.stats->backend_health[b.key] = std::move(s);
+}
+
+void HealthTask::Recompute(const std::string& why, const LbState* published) {
+  const uint64_t now = Now();
+  auto next = std::make_shared<std::map<Key, BackendHealthInput>>();
+  // Per VIP: its backends' steps, and whether any of them ramps.
+  std::map<std::string, std::vector<const Backend*>> by_vip;
+  for (const auto& [key, b] : backends_) by_vip[key.first].push_back(b.get());
+  for (auto& [vip, members] : by_vip) {
+    VipPolicy& policy = vips_[vip];
+    bool ramping = false;
+    for (const Backend* b : members) {
+      const uint32_t s = b->tracker.WeightSteps(now);
+      if (s > 0 && s < b->tracker.steps()) ramping = true;
+    }
+    uint64_t serving_weight = 0, configured_weight = 0;
+    for (const Backend* b : members) {
+      const uint32_t s = b->tracker.WeightSteps(now);
+      BackendHealthInput in;
+      in.health = b->tracker.health();
+      in.effective_weight = EffectiveWeight(b->configured_weight, s, b->tracker.steps(), ramping);
+      in.flows_move = in.effective_weight == 0 && policy.down_flows == DownFlows::kMove;
+      serving_weight += in.effective_weight;
+      configured_weight += b->configured_weight;
+      (*next)[b->key] = in;
+    }
+    const bool all_down = serving_weight == 0 && configured_weight > 0;
+    if (all_down && !policy.all_down_now) {
+      LogLine(absl::StrFormat(
+          "vip %s: EVERY BACKEND IS DOWN: %s", vip,
+          policy.all_down == AllDownPolicy::kKeepLast
+              ? "keeping the last table (all_down = \"keep_last\": fail open; flows go to backends the "
+                "checks call down)"
+              : "dropping its new flows (all_down = \"drop\"), counted as no_backend"));
+    } else if (!all_down && policy.all_down_now) {
+      LogLine(absl::StrFormat("vip %s: a backend is up again: serving by health", vip));
+    }
+    policy.all_down_now = all_down;
+    if (all_down && policy.all_down == AllDownPolicy::kKeepLast) {
+      // The weights before the last backend went down, health shown as it is.
+      for (const Backend* b : members) {
+        BackendHealthInput& in = (*next)[b->key];
+        auto last = last_serving_.find(b->key);
+        in.effective_weight = last != last_serving_.end() ? last->second.effective_weight : b->configured_weight;
+        in.flows_move = false;
+      }
+    } else if (!all_down) {
+      for (const Backend* b : members) last_serving_[b->key] = (*next)[b->key];
+    }
+  }
+  for (auto it = last_serving_.begin(); it != last_serving_.end();) {
+    it = backends_.contains(it->first) ? std::next(it) : last_serving_.erase(it);
+  }
+  auto same = [](const BackendHealthInput& a, const BackendHealthInput& b) {
+    return a.health == b.health && a.effective_weight == b.effective_weight && a.flows_move == b.flows_move;
+  };
+  bool changed = false;
+  if (published != nullptr) {
+    // Against what that build took (its inputs may have changed since).
+    for (const VipState& v : published->vips()) {
+      for (const BackendState& bs : v.backends) {
+        auto it = next->find(Key(v.name, bs.name));
+        if (it != next->end() && !same(it->second, {bs.health, bs.weight, bs.flows_move})) changed = true;
+      }
+    }
+  } else {
+    changed = next->size() != inputs_->size();
+    for (auto a = next->begin(), b = inputs_->begin(); !changed && a != next->end(); ++a, ++b) {
+      changed = a->first != b->first || !same(a->second, b->second);
+    }
+  }
+  inputs_ = std::move(next);
+  ArmChangeTimer();
+  if (!changed) return;
+  if (pending_why_.size() < kMaxWhyLength) {
+    absl::StrAppend(&pending_why_, pending_why_.empty() ? "" : ", ", why);
+  }
+  limiter_.Request();
+  MaybeRebuild();
+}
+
+void HealthTask::MaybeRebuild() {
+  if (!limiter_.wanted() || rebuild_timer_ != 0) return;
+  const uint64_t now = Now();
+  if (!limiter_.Due(now)) {
+    const uint64_t at = limiter_.NextNs();
+    rebuild_timer_ = loop_->AddTimer(std::chrono::nanoseconds(at > now ? at - now : 0), [this] {
+      rebuild_timer_ = 0;
+      MaybeRebuild();
+    });
+    return;
+  }
+  limiter_.Done(now);
+  std::string why = std::exchange(pending_why_, std::string());
+  options_.inputs->TablesChanged(why.empty() ? "weights" : why);
+}
+
+void HealthTask::ArmChangeTimer() {
+  if (loop_ == nullptr) return;
+  const uint64_t now = Now();
+  std::optional<uint64_t> soonest;
+  for (const auto& [key, b] : backends_) {
+    std::optional<uint64_t> at = b->tracker.NextChangeNs(now);
+    if (at && (!soonest || *at < *soonest)) soonest = at;
+  }
+  if (!soonest) return;
+  if (change_timer_ != 0) {
+    if (change_timer_ns_ <= *soonest) return;  // an earlier one is set: it re-arms
+    loop_->CancelTimer(change_timer_);
+  }
+  change_timer_ns_ = *soonest;
+  change_timer_ = loop_->AddTimer(std::chrono::nanoseconds(*soonest > now ? *soonest - now : 0), [this] {
+    change_timer_ = 0;
+    Recompute("slow start / hold-down step");
+  });
+}
+
+}  // namespace maglb
