@@ -17,7 +17,7 @@
 #                     maglb-decap into TUN decap0)
 # Backends answer clients directly (DSR) through the router.
 #
-# usage: scripts/testbed.sh up|down|status
+# usage: scripts/testbed.sh up|down|status|service BACKEND server|decap stop|start
 # Environment: BUILD_DIR (where maglb-decap was built; default build),
 #              MLB_TESTBED_MTU (MTU of every link but the LB's; default 1500;
 #              9000 for jumbo tests),
@@ -208,6 +208,33 @@ up() {
   log "up: client 10.0.1.2, router 10.0.0.1, LB port lb0 in $NS_LB (mac $LB_MAC), backends ${BACKENDS[*]}"
 }
 
+# service BACKEND server|decap stop|start: stops (by its pid file) or starts
+# again one backend's HTTP/UDP server or decapsulator, as health tests do.
+service() {
+  local b=${1:-} what=${2:-} action=${3:-}
+  case " ${BACKENDS[*]} " in *" $b "*) ;; *) log "error: no backend '$b'"; exit 2 ;; esac
+  local pidfile="$STATE/$b-$what.pid"
+  case "$what/$action" in
+    server/stop|decap/stop)
+      if [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null; then
+        for _ in $(seq 1 50); do kill -0 "$(cat "$pidfile")" 2>/dev/null || break; sleep 0.05; done
+      fi
+      rm -f "$pidfile" ;;
+    server/start)
+      local vips; vips="$(IFS=,; echo "${VIPS_V4[*]},${VIPS_V6[*]}")"
+      start_bg "$b-server" "mlb-$b" "$PY" "$ROOT/tests/e2e/backend_server.py" --name "$b" \
+        --http-port "$HTTP_PORT" --udp-port "$UDP_PORT" --udp-bind "$vips"
+      for _ in $(seq 1 50); do
+        nsx "mlb-$b" curl -s -m 1 "http://10.0.0.1${b#be}:$HTTP_PORT/" >/dev/null 2>&1 && return 0
+        sleep 0.1
+      done
+      log "error: HTTP server on $b did not start"; exit 1 ;;
+    decap/start)
+      start_bg "$b-decap" "mlb-$b" "$BUILD_DIR/tests/e2e/maglb-decap" --iface eth0 --tun decap0 ;;
+    *) echo "usage: $0 service BACKEND server|decap stop|start" >&2; exit 2 ;;
+  esac
+}
+
 status() {
   local rc=0
   for ns in "${NAMESPACES[@]}"; do
@@ -248,5 +275,6 @@ case "${1:-}" in
   up) lock_testbed; up ;;
   down) lock_testbed; down; log "down" ;;
   status) status ;;
-  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+  service) lock_testbed; shift; service "$@" ;;
+  *) echo "usage: $0 up|down|status|service BACKEND server|decap stop|start" >&2; exit 2 ;;
 esac
