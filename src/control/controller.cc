@@ -19,6 +19,13 @@ Controller::Controller(ControllerOptions options)
           .stats = &stats_,
           .inputs = &inputs_,
       }),
+      health_task_(HealthTask::Options{
+          .inputs = &inputs_,
+          .stats_mutex = &options_.publisher->mutex(),
+          .stats = &stats_,
+          .tunnel_probes = options_.tunnel_probes,
+          .now_ns = {},
+      }),
       reload_task_(ReloadTask::Options{
           .config_path = options_.config_path,
           .port = options_.port,
@@ -27,8 +34,9 @@ Controller::Controller(ControllerOptions options)
           .inputs = &inputs_,
           .build = options_.build,
       }),
-      tasks_{&neighbor_task_, &reload_task_} {
+      tasks_{&neighbor_task_, &health_task_, &reload_task_} {
   inputs_.AddSource(&neighbor_task_);
+  inputs_.AddSource(&health_task_);
 }
 
 absl::Status Controller::Start(const Config& config) {

@@ -1,8 +1,8 @@
 // The control thread: an event loop (event_loop.h) running one task per job
 // (control_task.h): ReloadTask publishes the snapshots (generation 1, then a
 // reload when the config file changes or on SIGHUP, built on a helper
-// thread), NeighborTask resolves next hops by ARP/ND and feeds them into the
-// snapshots through SnapshotInputs. The controller owns the loop, the tasks
+// thread), NeighborTask resolves next hops by ARP/ND and HealthTask checks
+// backends; both feed the snapshots through SnapshotInputs. The controller owns the loop, the tasks
 // and what they count, routes the signals (SIGHUP: reload; SIGINT, SIGTERM:
 // stop), and answers telemetry (telemetry.h) from what it owns.
 #ifndef MAGLB_CONTROL_CONTROLLER_H_
@@ -17,6 +17,7 @@
 #include "control/control_stats.h"
 #include "control/control_task.h"
 #include "control/event_loop.h"
+#include "control/health_task.h"
 #include "control/neighbor_task.h"
 #include "control/reload_builder.h"
 #include "control/reload_task.h"
@@ -40,6 +41,9 @@ struct ControllerOptions {
   std::vector<const Worker*> workers;  ///< one per polling worker
   std::vector<const LoopCounters*> loop_counters;
   int signal_fd = -1;  ///< SIGHUP, SIGINT, SIGTERM
+  /// Source ports of tunnel health probes -> backends, read by the workers;
+  /// null without a kernel interface.
+  TunnelProbeMap* tunnel_probes = nullptr;
   /// Parses and builds a reload on the helper thread; LoadAndBuild if empty
   /// (tests pass one they can hold).
   BuildFunction build;
@@ -77,6 +81,7 @@ class Controller {
   std::unique_ptr<EventLoop> loop_;
   SnapshotInputs inputs_;
   NeighborTask neighbor_task_;
+  HealthTask health_task_;
   ReloadTask reload_task_;
   std::vector<ControlTask*> tasks_;  // in the order they start
   std::string stopped_by_;           // the signal that stopped the loop
