@@ -358,6 +358,68 @@ absl::Status ParseConntrack(const toml::table& t, const std::string& source,
   return r.CheckNoUnknownKeys();
 }
 
+// [health]: how health changes reach the tables (health_config.h).
+absl::Status ParseHealthSettings(const toml::table& t, const std::string& source,
+                                 HealthSettings* h) {
+  TableReader r(t, source, "health");
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("rebuild_interval_ms", 0, 60000, &h->rebuild_interval_ms));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("flap_window_s", 1, 3600, &h->flap_window_s));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("flap_max_transitions", 1, 1000, &h->flap_max_transitions));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("hold_down_s", 0, 86400, &h->hold_down_s));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("slow_start_steps", 1, 20, &h->slow_start_steps));
+  return r.CheckNoUnknownKeys();
+}
+
+// Linux's own rule for interface names (dev_valid_name: under IFNAMSIZ = 16
+// bytes, not "." or "..", no '/', ':' or whitespace), narrowed to printable
+// ASCII since the name goes into logs and telemetry.
+constexpr size_t kMaxInterfaceNameLength = 15;
+absl::Status CheckInterfaceName(TableReader& r, const toml::node* n, const std::string& name) {
+  if (name.empty()) {
+    return r.Error(n, "interface",
+                   "must not be empty (leave [kernel] interface out for no kernel interface)");
+  }
+  if (name.size() > kMaxInterfaceNameLength) {
+    return r.Error(n, "interface",
+                   absl::StrFormat("is %u bytes long: Linux interface names have at most %u",
+                                   name.size(), kMaxInterfaceNameLength));
+  }
+  if (name == "." || name == "..") {
+    return r.Error(n, "interface", absl::StrFormat("\"%s\" is not a valid interface name", name));
+  }
+  for (char ch : name) {
+    if (ch < 0x21 || ch > 0x7e || ch == '/' || ch == ':') {
+      return r.Error(n, "interface",
+                     "must be printable ASCII without spaces, '/' or ':' (a Linux interface "
+                     "name such as \"maglb0\")");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// [kernel]: the kernel interface on the data port. Needs [lb], parsed first:
+// the interface carries the LB's addresses.
+absl::Status ParseKernel(const toml::table& t, const std::string& source, const LbConfig& lb,
+                         KernelConfig* k) {
+  TableReader r(t, source, "kernel");
+  k->line = r.line();
+  MAGLB_RETURN_IF_ERROR(r.String("interface", false, &k->interface));
+  if (const toml::node* n = t.get("interface"); n != nullptr) {
+    MAGLB_RETURN_IF_ERROR(CheckInterfaceName(r, n, k->interface));
+  }
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("ipv4_prefix_len", 0, 32, &k->ipv4_prefix_len));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("ipv6_prefix_len", 0, 128, &k->ipv6_prefix_len));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("rate", 0, 10000000, &k->rate));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("burst", 1, 1000000, &k->burst));
+  MAGLB_RETURN_IF_ERROR(r.CheckNoUnknownKeys());
+  if (k->enabled() && !lb.ipv4 && !lb.ipv6) {
+    return r.Error(t.get("interface"), "interface",
+                   "the kernel interface carries the LB's addresses, and [lb] sets neither ipv4 "
+                   "nor ipv6: set one, or leave [kernel] interface out");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseNeighbor(const toml::table& t, const std::string& source, size_t index,
                            NeighborConfig* n) {
   TableReader r(t, source, absl::StrFormat("neighbor[%d]", index));
@@ -866,6 +928,14 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
     NeighborConfig n;
     MAGLB_RETURN_IF_ERROR(ParseNeighbor(*neighbors[i], source, i, &n));
     config.neighbors.push_back(n);
+  }
+  if (const toml::node* n = r.Get("health"); n != nullptr) {
+    if (!n->is_table()) return r.Error(n, "health", "must be a table ([health])");
+    MAGLB_RETURN_IF_ERROR(ParseHealthSettings(*n->as_table(), source, &config.health));
+  }
+  if (const toml::node* n = r.Get("kernel"); n != nullptr) {
+    if (!n->is_table()) return r.Error(n, "kernel", "must be a table ([kernel])");
+    MAGLB_RETURN_IF_ERROR(ParseKernel(*n->as_table(), source, config.lb, &config.kernel));
   }
   std::vector<const toml::table*> vips;
   MAGLB_RETURN_IF_ERROR(ArrayOfTables(r, "vip", "vip", &vips));

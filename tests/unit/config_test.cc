@@ -525,3 +525,146 @@ TEST(ConfigTableMemoryTest, RefusesTablesOverTheTotalCapAtTheVipThatCrossesIt) {
 
 }  // namespace
 }  // namespace maglb
+
+namespace maglb {
+namespace {
+
+// Issue 10: [health] and [kernel].
+TEST(ConfigHealthSettingsTest, DefaultsAndEveryKey) {
+  absl::StatusOr<Config> d = ParseConfig("", "test.toml");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->health, HealthSettings{});
+  EXPECT_EQ(d->health.rebuild_interval_ms, kDefaultRebuildIntervalMs);
+  EXPECT_EQ(d->health.slow_start_steps, kDefaultSlowStartSteps);
+  absl::StatusOr<Config> c = ParseConfig(R"([health]
+rebuild_interval_ms = 0
+flap_window_s = 3600
+flap_max_transitions = 1
+hold_down_s = 86400
+slow_start_steps = 20
+)", "test.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->health.rebuild_interval_ms, 0u);
+  EXPECT_EQ(c->health.flap_window_s, 3600u);
+  EXPECT_EQ(c->health.flap_max_transitions, 1u);
+  EXPECT_EQ(c->health.hold_down_s, 86400u);
+  EXPECT_EQ(c->health.slow_start_steps, 20u);
+}
+
+TEST(ConfigHealthSettingsTest, RefusesOutOfRangeAndWrongTypes) {
+  ExpectRefused("[health]\nrebuild_interval_ms = 60001\n", 2, "health.rebuild_interval_ms",
+                "60001 is out of range: must be from 0 to 60000");
+  ExpectRefused("[health]\nrebuild_interval_ms = -1\n", 2, "health.rebuild_interval_ms", "out of range");
+  ExpectRefused("[health]\nflap_window_s = 0\n", 2, "health.flap_window_s", "out of range");
+  ExpectRefused("[health]\nflap_window_s = 3601\n", 2, "health.flap_window_s", "out of range");
+  ExpectRefused("[health]\nflap_max_transitions = 0\n", 2, "health.flap_max_transitions",
+                "out of range");
+  ExpectRefused("[health]\nflap_max_transitions = 1001\n", 2, "health.flap_max_transitions",
+                "out of range");
+  ExpectRefused("[health]\nhold_down_s = 86401\n", 2, "health.hold_down_s", "out of range");
+  ExpectRefused("[health]\nslow_start_steps = 0\n", 2, "health.slow_start_steps", "out of range");
+  ExpectRefused("[health]\nslow_start_steps = 21\n", 2, "health.slow_start_steps", "out of range");
+  ExpectRefused("[health]\nhold_down_s = 9223372036854775807\n", 2, "health.hold_down_s",
+                "out of range");
+  ExpectRefused("[health]\nhold_down_s = \"30\"\n", 2, "health.hold_down_s", "must be an integer");
+  ExpectRefused("[health]\nhold_down_s = 1.5\n", 2, "health.hold_down_s", "must be an integer");
+  ExpectRefused("[health]\nhold_down = 30\n", 2, "health.hold_down",
+                "unknown key (did you mean \"hold_down_s\"?)");
+  ExpectRefused("health = 3\n", 1, "health", "must be a table ([health])");
+  ExpectRefused("[helth]\n", 1, "helth", "unknown key (did you mean \"health\"?)");
+}
+
+constexpr char kLbV4[] = "[lb]\nipv4 = \"192.0.2.10\"\n";
+
+TEST(ConfigKernelTest, DefaultsAndEveryKey) {
+  absl::StatusOr<Config> d = ParseConfig("", "test.toml");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_FALSE(d->kernel.enabled());
+  EXPECT_EQ(d->kernel, KernelConfig{});
+  absl::StatusOr<Config> on = ParseConfig(std::string(kLbV4) + "[kernel]\ninterface = \"maglb0\"\n",
+                                          "test.toml");
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->kernel.enabled());
+  EXPECT_EQ(on->kernel.interface, "maglb0");
+  EXPECT_EQ(on->kernel.ipv4_prefix_len, 24);
+  EXPECT_EQ(on->kernel.ipv6_prefix_len, 64);
+  EXPECT_EQ(on->kernel.rate, kDefaultKernelRate);
+  EXPECT_EQ(on->kernel.burst, kDefaultKernelBurst);
+  EXPECT_EQ(on->kernel.line, 3);
+  absl::StatusOr<Config> c = ParseConfig(R"([lb]
+ipv6 = "2001:db8::10"
+[kernel]
+interface = "abcdefghijklmno"
+ipv4_prefix_len = 32
+ipv6_prefix_len = 128
+rate = 10000000
+burst = 1000000
+)", "test.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->kernel.interface, "abcdefghijklmno");
+  EXPECT_EQ(c->kernel.ipv4_prefix_len, 32);
+  EXPECT_EQ(c->kernel.ipv6_prefix_len, 128);
+  EXPECT_EQ(c->kernel.rate, 10000000u);
+  EXPECT_EQ(c->kernel.burst, 1000000u);
+  absl::StatusOr<Config> low = ParseConfig(
+      std::string(kLbV4) + "[kernel]\ninterface = \"a\"\nipv4_prefix_len = 0\nipv6_prefix_len = 0\n"
+      "rate = 0\nburst = 1\n", "test.toml");
+  ASSERT_TRUE(low.ok()) << low.status();
+  EXPECT_EQ(low->kernel.rate, 0u);
+  // Without an interface, [kernel] is off; its other keys are still checked.
+  absl::StatusOr<Config> off = ParseConfig("[kernel]\nrate = 5\n", "test.toml");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->kernel.enabled());
+  ExpectRefused("[kernel]\nrate = 10000001\n", 2, "kernel.rate", "out of range");
+}
+
+TEST(ConfigKernelTest, RefusesBadInterfaceNames) {
+  const std::string lb(kLbV4);
+  auto refused = [&](const std::string& value, const std::string& needle) {
+    ExpectRefused(lb + "[kernel]\ninterface = " + value + "\n", 4, "kernel.interface", needle);
+  };
+  refused("\"\"", "must not be empty");
+  refused("\"abcdefghijklmnop\"", "is 16 bytes long: Linux interface names have at most 15");
+  refused("\".\"", "not a valid interface name");
+  refused("\"..\"", "not a valid interface name");
+  refused("\"a/b\"", "printable ASCII without spaces, '/' or ':'");
+  refused("\"a:b\"", "printable ASCII without spaces, '/' or ':'");
+  refused("\"a b\"", "printable ASCII");
+  refused("\"a\\tb\"", "printable ASCII");
+  refused("\"a\\nb\"", "printable ASCII");
+  refused("\"a\\u0000b\"", "printable ASCII");
+  refused("\"\\u00e9t\"", "printable ASCII");
+  refused("3", "must be a string");
+  refused("[\"maglb0\"]", "must be a string");
+  ExpectRefused(lb + "[kernel]\ninterfce = \"m\"\n", 4, "kernel.interfce",
+                "unknown key (did you mean \"interface\"?)");
+  ExpectRefused("kernel = \"maglb0\"\n" + lb, 1, "kernel", "must be a table ([kernel])");
+}
+
+TEST(ConfigKernelTest, RefusesOutOfRange) {
+  const std::string k = std::string(kLbV4) + "[kernel]\ninterface = \"maglb0\"\n";
+  ExpectRefused(k + "ipv4_prefix_len = 33\n", 5, "kernel.ipv4_prefix_len",
+                "33 is out of range: must be from 0 to 32");
+  ExpectRefused(k + "ipv4_prefix_len = -1\n", 5, "kernel.ipv4_prefix_len", "out of range");
+  ExpectRefused(k + "ipv6_prefix_len = 129\n", 5, "kernel.ipv6_prefix_len", "out of range");
+  // 256 would wrap to 0 in a uint8_t if the range were not checked first.
+  ExpectRefused(k + "ipv6_prefix_len = 256\n", 5, "kernel.ipv6_prefix_len", "out of range");
+  ExpectRefused(k + "rate = -5\n", 5, "kernel.rate", "out of range");
+  ExpectRefused(k + "rate = 99999999999999\n", 5, "kernel.rate", "out of range");
+  ExpectRefused(k + "burst = 0\n", 5, "kernel.burst", "out of range");
+  ExpectRefused(k + "burst = 1000001\n", 5, "kernel.burst", "out of range");
+  ExpectRefused(k + "burst = true\n", 5, "kernel.burst", "must be an integer");
+}
+
+TEST(ConfigKernelTest, AnInterfaceNeedsAnLbAddress) {
+  ExpectRefused("[kernel]\ninterface = \"maglb0\"\n", 2, "kernel.interface",
+                "[lb] sets neither ipv4 nor ipv6");
+  ExpectRefused("[lb]\nhash_seed = 1\n[kernel]\ninterface = \"maglb0\"\n", 4, "kernel.interface",
+                "neither ipv4 nor ipv6");
+  // Either family will do; [kernel] may come before [lb] in the file.
+  EXPECT_TRUE(ParseConfig("[kernel]\ninterface = \"maglb0\"\n[lb]\nipv6 = \"2001:db8::10\"\n",
+                          "test.toml").ok());
+}
+
+}  // namespace
+}  // namespace maglb
