@@ -430,7 +430,7 @@ constexpr size_t kMaxHttpPathBytes = 1024;
 constexpr size_t kMaxHttpBodyContainsBytes = 1024;
 constexpr size_t kMaxHttpHostBytes = 255;
 
-const char* ToString(HealthCheckType t) {
+const char* CheckTypeName(HealthCheckType t) {
   switch (t) {
     case HealthCheckType::kNone: return "none";
     case HealthCheckType::kTcp: return "tcp";
@@ -583,7 +583,7 @@ absl::Status ParseCheckKeys(TableReader& r, const toml::table& t, bool named,
       if (const toml::node* n = t.get(key); n != nullptr) {
         return r.Error(n, key,
                        absl::StrFormat("is for type = \"%s\" checks, and this one is type = \"%s\"",
-                                       ToString(tk.type), ToString(c->type)));
+                                       CheckTypeName(tk.type), CheckTypeName(c->type)));
       }
     }
   }
@@ -678,7 +678,7 @@ absl::Status ParseVipHealth(TableReader& r, const toml::table& t, const std::str
     return r.Error(n, "health_check",
                    absl::StrFormat("a type = \"%s\" check on a %s VIP cannot probe the VIP's port (the "
                                    "backends serve it over %s): %s",
-                                   ToString(check.type), ToString(v->protocol),
+                                   CheckTypeName(check.type), ToString(v->protocol),
                                    ToString(v->protocol), check_place));
   }
   const std::string which =

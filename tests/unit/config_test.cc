@@ -84,6 +84,19 @@ TEST(ConfigTest, ExampleConfigIsValidAndBuilds) {
   EXPECT_EQ(c->lb.encap_source_v4, c->lb.ipv4);  // defaults to the LB address
   ASSERT_EQ(c->neighbors.size(), 1u);
   EXPECT_EQ(c->neighbors[0].mac.ToString(), "02:00:00:00:00:01");
+  // Issue 10: a kernel interface, a named check and a VIP's own.
+  EXPECT_TRUE(c->kernel.enabled());
+  ASSERT_EQ(c->health_checks.size(), 1u);
+  const VipConfig* web = c->FindVip("web");
+  const VipConfig* dns = c->FindVip("dns");
+  ASSERT_TRUE(web != nullptr && dns != nullptr);
+  ASSERT_TRUE(web->health_check.has_value());
+  EXPECT_EQ(*web->health_check, c->health_checks[0]);
+  EXPECT_EQ(web->health_check->type, HealthCheckType::kHttp);
+  ASSERT_TRUE(dns->health_check.has_value());
+  EXPECT_EQ(dns->health_check->name, "");
+  EXPECT_EQ(dns->health_check->port, 53);
+  EXPECT_EQ(dns->backends.size(), 3u);
   for (const VipConfig& v : c->vips) {
     absl::StatusOr<LookupTable> t = BuildVipTable(v);
     ASSERT_TRUE(t.ok()) << v.name << ": " << t.status();
