@@ -59,13 +59,16 @@ inline constexpr int kMaxConfigNesting = 32;
 /// linear search of all such so far, once per part of each table header or
 /// dotted key: unbounded, parsing is quadratic in the file (tens of seconds at
 /// 16 MiB). These bound it to a fraction of a second at any size, and are what
-/// maglb's schema can use: arrays of tables are [[vip]], [[neighbor]] and one
-/// [[vip.backend]] list per VIP (kMaxVips = 4096 VIPs); header parts are 1 per
-/// [[vip]], 2 per [[vip.backend]] (kMaxBackendsTotal = 65536 backends), and
-/// 16384 for [[neighbor]] and the rest; implicit tables come only from dotted
-/// keys (lb.ipv4 = ...) and from the inner parts of [a.b.c] headers.
+/// maglb's schema can use: arrays of tables are [[vip]], [[neighbor]],
+/// [[health_check]] and one [[vip.backend]] list per VIP (kMaxVips = 4096
+/// VIPs); header parts are 1 per [[vip]], 2 per [[vip.backend]]
+/// (kMaxBackendsTotal = 65536 backends), 1 per [[health_check]]
+/// (kMaxHealthChecks), 2 per VIP's [vip.health_check], and 16384 for
+/// [[neighbor]] and the rest; implicit tables come only from dotted keys
+/// (lb.ipv4 = ...) and from the inner parts of [a.b.c] headers.
 inline constexpr int kMaxConfigTableArrays = 4096 + 64;
-inline constexpr int kMaxConfigHeaderParts = 4096 + 2 * 65536 + 16384;
+inline constexpr int kMaxConfigHeaderParts =
+    4096 + 2 * 65536 + static_cast<int>(kMaxHealthChecks) + 2 * 4096 + 16384;
 inline constexpr int kMaxConfigImplicitTables = 256;
 
 struct BackendConfig {
@@ -91,8 +94,10 @@ struct VipConfig {
   /// ceil((1 + epsilon) * average) active flows passes new flows on. Unset: off.
   std::optional<double> bounded_load_epsilon;
   std::vector<BackendConfig> backends;
-  /// health_check = "NAME" (a [[health_check]], copied here) or an inline
-  /// [vip.health_check]; unset: not checked (health "unchecked").
+  /// health_check = "NAME" (a [[health_check]], copied here, name kept) or
+  /// an inline [vip.health_check] (name ""); unset: not checked (health
+  /// "unchecked"), which is also what type = "none" gives: when set, its type
+  /// is never kNone.
   std::optional<HealthCheckConfig> health_check;
   /// A backend that comes up (added by a reload, or recovered) ramps to its
   /// weight over this many seconds; 0: at once.

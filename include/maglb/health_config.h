@@ -11,7 +11,10 @@
 namespace maglb {
 
 enum class HealthCheckType : uint8_t {
-  kNone,  ///< not checked: health "unchecked", always serving
+  /// Not checked: health "unchecked", always serving. Only a [[health_check]]
+  /// (Config::health_checks) holds it: a VIP whose check is type = "none" gets
+  /// no check at all (VipConfig::health_check unset).
+  kNone,
   kTcp,   ///< a TCP connect that completes
   kHttp,  ///< GET path: expected status (and body substring, if set)
   kUdp,   ///< send a payload: any reply, or the expected one
@@ -32,6 +35,8 @@ inline constexpr uint16_t kDefaultHttpStatus = 200;
 /// Bytes of an HTTP reply a probe reads at most (status line, headers, body).
 inline constexpr uint32_t kMaxHttpProbeReplyBytes = 64 * 1024;
 inline constexpr uint32_t kMaxUdpProbePayloadBytes = 1024;
+/// [[health_check]] entries a config may declare (one per VIP, and more).
+inline constexpr uint32_t kMaxHealthChecks = 4096;
 
 /// One check: a [[health_check]] (named, shared by VIPs) or a VIP's inline
 /// [vip.health_check] (name "").

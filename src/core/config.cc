@@ -209,6 +209,9 @@ class TableReader {
       std::string hint;
       size_t best = 3;
       for (const std::string& k : known_) {
+        const size_t length_gap = key.str().size() > k.size() ? key.str().size() - k.size()
+                                                              : k.size() - key.str().size();
+        if (length_gap >= best) continue;  // the distance is at least the gap
         size_t d = EditDistance(key.str(), k);
         if (d < best) {
           best = d;
@@ -358,6 +361,357 @@ absl::Status ParseConntrack(const toml::table& t, const std::string& source,
   return r.CheckNoUnknownKeys();
 }
 
+// [health]: how health changes reach the tables (health_config.h).
+absl::Status ParseHealthSettings(const toml::table& t, const std::string& source,
+                                 HealthSettings* h) {
+  TableReader r(t, source, "health");
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("rebuild_interval_ms", 0, 60000, &h->rebuild_interval_ms));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("flap_window_s", 1, 3600, &h->flap_window_s));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("flap_max_transitions", 1, 1000, &h->flap_max_transitions));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("hold_down_s", 0, 86400, &h->hold_down_s));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("slow_start_steps", 1, 20, &h->slow_start_steps));
+  return r.CheckNoUnknownKeys();
+}
+
+// Linux's own rule for interface names (dev_valid_name: under IFNAMSIZ = 16
+// bytes, not "." or "..", no '/', ':' or whitespace), narrowed to printable
+// ASCII since the name goes into logs and telemetry.
+constexpr size_t kMaxInterfaceNameLength = 15;
+absl::Status CheckInterfaceName(TableReader& r, const toml::node* n, const std::string& name) {
+  if (name.empty()) {
+    return r.Error(n, "interface",
+                   "must not be empty (leave [kernel] interface out for no kernel interface)");
+  }
+  if (name.size() > kMaxInterfaceNameLength) {
+    return r.Error(n, "interface",
+                   absl::StrFormat("is %u bytes long: Linux interface names have at most %u",
+                                   name.size(), kMaxInterfaceNameLength));
+  }
+  if (name == "." || name == "..") {
+    return r.Error(n, "interface", absl::StrFormat("\"%s\" is not a valid interface name", name));
+  }
+  for (char ch : name) {
+    if (ch < 0x21 || ch > 0x7e || ch == '/' || ch == ':') {
+      return r.Error(n, "interface",
+                     "must be printable ASCII without spaces, '/' or ':' (a Linux interface "
+                     "name such as \"maglb0\")");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// [kernel]: the kernel interface on the data port. Needs [lb], parsed first:
+// the interface carries the LB's addresses.
+absl::Status ParseKernel(const toml::table& t, const std::string& source, const LbConfig& lb,
+                         KernelConfig* k) {
+  TableReader r(t, source, "kernel");
+  k->line = r.line();
+  MAGLB_RETURN_IF_ERROR(r.String("interface", false, &k->interface));
+  if (const toml::node* n = t.get("interface"); n != nullptr) {
+    MAGLB_RETURN_IF_ERROR(CheckInterfaceName(r, n, k->interface));
+  }
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("ipv4_prefix_len", 0, 32, &k->ipv4_prefix_len));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("ipv6_prefix_len", 0, 128, &k->ipv6_prefix_len));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("rate", 0, 10000000, &k->rate));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("burst", 1, 1000000, &k->burst));
+  MAGLB_RETURN_IF_ERROR(r.CheckNoUnknownKeys());
+  if (k->enabled() && !lb.ipv4 && !lb.ipv6) {
+    return r.Error(t.get("interface"), "interface",
+                   "the kernel interface carries the LB's addresses, and [lb] sets neither ipv4 "
+                   "nor ipv6: set one, or leave [kernel] interface out");
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// Health checks: [[health_check]] and a VIP's health_check.
+
+constexpr size_t kMaxHttpPathBytes = 1024;
+constexpr size_t kMaxHttpBodyContainsBytes = 1024;
+constexpr size_t kMaxHttpHostBytes = 255;
+
+const char* CheckTypeName(HealthCheckType t) {
+  switch (t) {
+    case HealthCheckType::kNone: return "none";
+    case HealthCheckType::kTcp: return "tcp";
+    case HealthCheckType::kHttp: return "http";
+    case HealthCheckType::kUdp: return "udp";
+  }
+  return "?";
+}
+
+// The path goes into the request line as it is: a space, CR or LF would let
+// the config rewrite the request (header injection), so printable ASCII only.
+absl::Status CheckHttpPath(TableReader& r, const toml::node* n, const std::string& path) {
+  if (path.empty() || path[0] != '/') {
+    return r.Error(n, "http_path", "must start with '/', e.g. \"/healthz\"");
+  }
+  if (path.size() > kMaxHttpPathBytes) {
+    return r.Error(n, "http_path", absl::StrFormat("is %u bytes long: at most %u", path.size(),
+                                                   kMaxHttpPathBytes));
+  }
+  if (!IsPrintableName(path)) {
+    return r.Error(n, "http_path",
+                   "must be printable ASCII without spaces (percent-encode anything else, e.g. "
+                   "%20): it goes into the request line as it is");
+  }
+  return absl::OkStatus();
+}
+
+// The Host header's value: a host name or address, optionally :port.
+absl::Status CheckHttpHost(TableReader& r, const toml::node* n, const std::string& host) {
+  if (host.empty()) {
+    return r.Error(n, "http_host", "must not be empty (leave it out to send the probed address)");
+  }
+  if (host.size() > kMaxHttpHostBytes) {
+    return r.Error(n, "http_host", absl::StrFormat("is %u bytes long: at most %u", host.size(),
+                                                   kMaxHttpHostBytes));
+  }
+  for (char ch : host) {
+    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                    (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' || ch == '_' ||
+                    ch == ':' || ch == '[' || ch == ']';
+    if (!ok) {
+      return r.Error(n, "http_host",
+                     "must be a host name (letters, digits, . - _), optionally with :port or an "
+                     "[IPv6] address; it goes into the Host header as it is");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckBodyContains(TableReader& r, const toml::node* n, const std::string& text) {
+  if (text.empty()) {
+    return r.Error(n, "http_body_contains",
+                   "must not be empty (leave it out not to look at the body)");
+  }
+  if (text.size() > kMaxHttpBodyContainsBytes) {
+    return r.Error(n, "http_body_contains",
+                   absl::StrFormat("is %u bytes long: at most %u", text.size(),
+                                   kMaxHttpBodyContainsBytes));
+  }
+  for (char ch : text) {
+    if ((ch >= 0 && ch < 0x20) || ch == 0x7f) {
+      return r.Error(n, "http_body_contains", "must not hold control characters");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The keys of one check, for a [[health_check]] (`named`) or a VIP's inline
+// health_check. Keys of another type are refused, not ignored: with a typo in
+// type ("tpc"), http_path would otherwise silently check nothing.
+absl::Status ParseCheckKeys(TableReader& r, const toml::table& t, bool named,
+                            HealthCheckConfig* c) {
+  c->line = r.line();
+  if (named) {
+    MAGLB_RETURN_IF_ERROR(r.String("name", true, &c->name));
+    MAGLB_RETURN_IF_ERROR(CheckName(r, t, c->name));
+  } else if (const toml::node* n = r.Get("name"); n != nullptr) {
+    return r.Error(n, "name",
+                   "a VIP's own check has no name; to share one check among VIPs, declare it as "
+                   "a [[health_check]] with this name and write health_check = \"NAME\" in the "
+                   "[[vip]]");
+  }
+  if (t.get("type") == nullptr) {
+    return r.Error(nullptr, "type", "required key is missing (one of: none, tcp, http, udp)");
+  }
+  MAGLB_RETURN_IF_ERROR(r.Enum<HealthCheckType>("type",
+                                                {{"none", HealthCheckType::kNone},
+                                                 {"tcp", HealthCheckType::kTcp},
+                                                 {"http", HealthCheckType::kHttp},
+                                                 {"udp", HealthCheckType::kUdp}},
+                                                &c->type));
+  MAGLB_RETURN_IF_ERROR(r.Enum<HealthCheckVia>(
+      "via", {{"direct", HealthCheckVia::kDirect}, {"tunnel", HealthCheckVia::kTunnel}}, &c->via));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("port", 0, 65535, &c->port));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("interval_ms", 100, 3600000, &c->interval_ms));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("timeout_ms", 10, 3600000 - 1, &c->timeout_ms));
+  if (c->timeout_ms >= c->interval_ms) {
+    const toml::node* tn = t.get("timeout_ms");
+    const bool timeout_set = tn != nullptr;
+    return r.Error(timeout_set ? tn : t.get("interval_ms"), timeout_set ? "timeout_ms" : "interval_ms",
+                   absl::StrFormat("timeout_ms (%u%s) must be less than interval_ms (%u): a probe "
+                                   "must end before the next one is due",
+                                   c->timeout_ms, timeout_set ? "" : ", the default",
+                                   c->interval_ms));
+  }
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("rise", 1, 100, &c->rise));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("fall", 1, 100, &c->fall));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("jitter_percent", 0, 50, &c->jitter_percent));
+
+  MAGLB_RETURN_IF_ERROR(r.String("http_path", false, &c->http_path));
+  if (const toml::node* n = t.get("http_path")) MAGLB_RETURN_IF_ERROR(CheckHttpPath(r, n, c->http_path));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("http_status", 100, 599, &c->http_status));
+  MAGLB_RETURN_IF_ERROR(r.String("http_body_contains", false, &c->http_body_contains));
+  if (const toml::node* n = t.get("http_body_contains")) {
+    MAGLB_RETURN_IF_ERROR(CheckBodyContains(r, n, c->http_body_contains));
+  }
+  MAGLB_RETURN_IF_ERROR(r.String("http_host", false, &c->http_host));
+  if (const toml::node* n = t.get("http_host")) MAGLB_RETURN_IF_ERROR(CheckHttpHost(r, n, c->http_host));
+
+  // UDP payloads are data, not text: any bytes (\u0000 and the like), sized.
+  MAGLB_RETURN_IF_ERROR(r.String("udp_payload", false, &c->udp_payload));
+  if (c->udp_payload.size() > kMaxUdpProbePayloadBytes) {
+    return r.Error(t.get("udp_payload"), "udp_payload",
+                   absl::StrFormat("is %u bytes long: at most %u", c->udp_payload.size(),
+                                   kMaxUdpProbePayloadBytes));
+  }
+  if (const toml::node* n = r.Get("udp_expect"); n != nullptr) {
+    if (!n->is_string()) return r.Error(n, "udp_expect", "must be a string");
+    const std::string& expect = n->as_string()->get();
+    if (expect.empty()) {
+      return r.Error(n, "udp_expect", "must not be empty (leave it out to take any reply)");
+    }
+    if (expect.size() > kMaxUdpProbePayloadBytes) {
+      return r.Error(n, "udp_expect", absl::StrFormat("is %u bytes long: at most %u", expect.size(),
+                                                      kMaxUdpProbePayloadBytes));
+    }
+    c->udp_expect = expect;
+  }
+  MAGLB_RETURN_IF_ERROR(r.CheckNoUnknownKeys());
+
+  struct TypedKeys {
+    HealthCheckType type;
+    std::initializer_list<const char*> keys;
+  };
+  for (const TypedKeys& tk :
+       {TypedKeys{HealthCheckType::kHttp, {"http_path", "http_status", "http_body_contains", "http_host"}},
+        TypedKeys{HealthCheckType::kUdp, {"udp_payload", "udp_expect"}}}) {
+    if (c->type == tk.type) continue;
+    for (const char* key : tk.keys) {
+      if (const toml::node* n = t.get(key); n != nullptr) {
+        return r.Error(n, key,
+                       absl::StrFormat("is for type = \"%s\" checks, and this one is type = \"%s\"",
+                                       CheckTypeName(tk.type), CheckTypeName(c->type)));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseNamedCheck(const toml::table& t, const std::string& source, size_t index,
+                             HealthCheckConfig* c) {
+  TableReader r(t, source, ItemPath(t, "health_check", index));
+  return ParseCheckKeys(r, t, /*named=*/true, c);
+}
+
+// What a VIP's health keys are checked against.
+struct HealthContext {
+  const std::vector<HealthCheckConfig>* checks;
+  const absl::flat_hash_map<std::string, size_t>* check_index;  // name -> index in *checks
+  const KernelConfig* kernel;
+  const LbConfig* lb;
+};
+
+// health_check = "NAME": the named check, or an error that suggests one.
+absl::Status LookUpCheck(TableReader& r, const toml::node* n, const std::string& name,
+                         const HealthContext& ctx, HealthCheckConfig* out) {
+  if (auto it = ctx.check_index->find(name); it != ctx.check_index->end()) {
+    *out = (*ctx.checks)[it->second];
+    return absl::OkStatus();
+  }
+  if (!IsCleanName(name)) {
+    return r.Error(n, "health_check",
+                   "is not the name of a [[health_check]] (names are 1 to 64 printable ASCII "
+                   "characters without spaces)");
+  }
+  std::string hint;
+  size_t best = 3;
+  for (const HealthCheckConfig& c : *ctx.checks) {
+    const size_t d = EditDistance(name, c.name);  // both at most kMaxNameLength
+    if (d < best) {
+      best = d;
+      hint = absl::StrFormat(" (did you mean \"%s\"?)", c.name);
+    }
+  }
+  if (ctx.checks->empty()) hint = " (the file declares no [[health_check]])";
+  return r.Error(n, "health_check",
+                 absl::StrFormat("no [[health_check]] is named \"%s\"%s", name, hint));
+}
+
+// A VIP's health keys (issue 10): health_check, slow_start_s, all_down,
+// down_flows. Needs the VIP's address, protocol, port, algorithm and backends.
+absl::Status ParseVipHealth(TableReader& r, const toml::table& t, const std::string& source,
+                            const HealthContext& ctx, VipConfig* v) {
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("slow_start_s", 0, 3600, &v->slow_start_s));
+  if (v->algorithm == Algorithm::kJump && v->slow_start_s != 0) {
+    return r.Error(t.get("slow_start_s"), "slow_start_s",
+                   "algorithm \"jump\" has no weights (every serving backend gets an equal "
+                   "share), so a slow start cannot ramp a backend in; set slow_start_s = 0 or "
+                   "choose another algorithm");
+  }
+  MAGLB_RETURN_IF_ERROR(r.Enum<AllDownPolicy>(
+      "all_down", {{"keep_last", AllDownPolicy::kKeepLast}, {"drop", AllDownPolicy::kDrop}},
+      &v->all_down));
+  MAGLB_RETURN_IF_ERROR(r.Enum<DownFlows>(
+      "down_flows", {{"pin", DownFlows::kPin}, {"move", DownFlows::kMove}}, &v->down_flows));
+
+  const toml::node* n = r.Get("health_check");
+  if (n == nullptr) return absl::OkStatus();
+  HealthCheckConfig check;
+  if (n->is_string()) {
+    MAGLB_RETURN_IF_ERROR(LookUpCheck(r, n, n->as_string()->get(), ctx, &check));
+  } else if (n->is_table()) {
+    TableReader cr(*n->as_table(), source, r.KeyPath("health_check"));
+    MAGLB_RETURN_IF_ERROR(ParseCheckKeys(cr, *n->as_table(), /*named=*/false, &check));
+  } else {
+    return r.Error(n, "health_check",
+                   "must be the name of a [[health_check]] (a string) or a table "
+                   "([vip.health_check] or { type = \"tcp\", ... })");
+  }
+  if (check.type == HealthCheckType::kNone) return absl::OkStatus();  // unchecked
+
+  // Where to set what an error asks for: the named check, or this VIP's own.
+  const std::string check_place =
+      check.name.empty() ? std::string("set health_check.port in this [[vip]]")
+                         : absl::StrFormat("set port in [[health_check]] \"%s\" (line %d)",
+                                           check.name, check.line);
+  if (check.port == 0 && v->port == 0) {
+    return r.Error(n, "health_check",
+                   absl::StrFormat("this VIP takes every port (port = 0), so the check has no "
+                                   "VIP port to probe: %s",
+                                   check_place));
+  }
+  const bool udp_check = check.type == HealthCheckType::kUdp;
+  if (check.port == 0 && udp_check != (v->protocol == Protocol::kUdp)) {
+    return r.Error(n, "health_check",
+                   absl::StrFormat("a type = \"%s\" check on a %s VIP cannot probe the VIP's port (the "
+                                   "backends serve it over %s): %s",
+                                   CheckTypeName(check.type), ToString(v->protocol),
+                                   ToString(v->protocol), check_place));
+  }
+  const std::string which =
+      check.name.empty() ? std::string("this VIP's health_check")
+                         : absl::StrFormat("[[health_check]] \"%s\" (line %d)", check.name,
+                                           check.line);
+  if (!ctx.kernel->enabled()) {
+    return r.Error(n, "health_check",
+                   absl::StrFormat("%s needs [kernel] interface: probes (direct or tunnel) go out "
+                                   "through the kernel interface on the data port, and without "
+                                   "one the host has no path to the backends; set [kernel] "
+                                   "interface, or remove the check",
+                                   which));
+  }
+  // Probes come from the LB's own address: of each backend's family when
+  // direct, of the VIP's when tunnelled (the inner packet is to the VIP).
+  const bool tunnel = check.via == HealthCheckVia::kTunnel;
+  for (const BackendConfig& b : v->backends) {
+    const bool v6 = tunnel ? v->address.is_v6 : b.address.is_v6;
+    if (v6 ? ctx.lb->ipv6.has_value() : ctx.lb->ipv4.has_value()) continue;
+    return r.Error(n, "health_check",
+                   absl::StrFormat("%s probes %s from the LB's own IPv%d address, and [lb] sets "
+                                   "no %s: set it",
+                                   which,
+                                   tunnel ? absl::StrFormat("this IPv%d VIP", v6 ? 6 : 4)
+                                          : absl::StrFormat("backend \"%s\" (line %d)", b.name,
+                                                            b.line),
+                                   v6 ? 6 : 4, v6 ? "ipv6" : "ipv4"));
+  }
+  v->health_check = std::move(check);
+  return absl::OkStatus();
+}
+
 absl::Status ParseNeighbor(const toml::table& t, const std::string& source, size_t index,
                            NeighborConfig* n) {
   TableReader r(t, source, absl::StrFormat("neighbor[%d]", index));
@@ -435,7 +789,7 @@ absl::Status ParseHashingKeys(TableReader& r, const toml::table& t, VipConfig* v
 }
 
 absl::Status ParseVip(const toml::table& t, const std::string& source, size_t index,
-                      VipConfig* v) {
+                      const HealthContext& health, VipConfig* v) {
   const std::string path = ItemPath(t, "vip", index);
   TableReader r(t, source, path);
   v->line = r.line();
@@ -488,6 +842,7 @@ absl::Status ParseVip(const toml::table& t, const std::string& source, size_t in
     }
     v->backends.push_back(std::move(b));
   }
+  MAGLB_RETURN_IF_ERROR(ParseVipHealth(r, t, source, health, v));
   MAGLB_RETURN_IF_ERROR(r.CheckNoUnknownKeys());
   if (v->backends.size() > v->table_size) {
     return r.Error(size_node, "table_size",
@@ -602,9 +957,12 @@ std::string KeyExcerpt(std::string_view text, size_t begin, size_t end) {
   return out;
 }
 
-static_assert(kMaxConfigTableArrays >= kMaxVips + 2, "[[vip]], [[neighbor]], a backend list per VIP");
-static_assert(kMaxConfigHeaderParts >= kMaxVips + 2 * kMaxBackendsTotal + 4096,
-              "the largest config the data plane takes must pass");
+static_assert(kMaxConfigTableArrays >= kMaxVips + 3,
+              "[[vip]], [[neighbor]], [[health_check]], a backend list per VIP");
+static_assert(kMaxConfigHeaderParts >=
+                  kMaxVips + 2 * kMaxBackendsTotal + kMaxHealthChecks + 2 * kMaxVips + 4096,
+              "the largest config the data plane takes must pass: [[vip]], [[vip.backend]], "
+              "[[health_check]], a [vip.health_check] per VIP, and room for the rest");
 
 absl::Status CheckTomlNesting(std::string_view text, const std::string& source) {
   enum class Mode { kLineStart, kKey, kValue, kTrailing };
@@ -688,15 +1046,17 @@ absl::Status CheckTomlNesting(std::string_view text, const std::string& source) 
       if (header_parts > kMaxConfigHeaderParts) {
         return refuse_count(end, absl::StrFormat(
             "table headers of more than %d dotted parts in all ([[vip]] counts 1, "
-            "[[vip.backend]] 2), more than %d VIPs with %d backends and %d other headers need, "
-            "while the parser searches the arrays of tables once per part",
-            kMaxConfigHeaderParts, kMaxVips, kMaxBackendsTotal,
-            kMaxConfigHeaderParts - kMaxVips - 2 * kMaxBackendsTotal));
+            "[[vip.backend]] 2), more than %d VIPs with %d backends, %d [[health_check]], a "
+            "[vip.health_check] per VIP and %d other headers need, while the parser searches "
+            "the arrays of tables once per part",
+            kMaxConfigHeaderParts, kMaxVips, kMaxBackendsTotal, kMaxHealthChecks,
+            kMaxConfigHeaderParts - 3 * kMaxVips - 2 * kMaxBackendsTotal - kMaxHealthChecks));
       }
       if (table_arrays > kMaxConfigTableArrays) {
         return refuse_count(end, absl::StrFormat(
-            "more than %d arrays of tables ([[vip]], [[neighbor]], and one list of "
-            "[[vip.backend]] per VIP): the data plane takes at most %d VIPs, while the parser "
+            "more than %d arrays of tables ([[vip]], [[neighbor]], [[health_check]], and one "
+            "list of [[vip.backend]] per VIP): the data plane takes at most %d VIPs, while the "
+            "parser "
             "searches them once per header",
             kMaxConfigTableArrays, kMaxVips));
       }
@@ -867,6 +1227,37 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
     MAGLB_RETURN_IF_ERROR(ParseNeighbor(*neighbors[i], source, i, &n));
     config.neighbors.push_back(n);
   }
+  if (const toml::node* n = r.Get("health"); n != nullptr) {
+    if (!n->is_table()) return r.Error(n, "health", "must be a table ([health])");
+    MAGLB_RETURN_IF_ERROR(ParseHealthSettings(*n->as_table(), source, &config.health));
+  }
+  if (const toml::node* n = r.Get("kernel"); n != nullptr) {
+    if (!n->is_table()) return r.Error(n, "kernel", "must be a table ([kernel])");
+    MAGLB_RETURN_IF_ERROR(ParseKernel(*n->as_table(), source, config.lb, &config.kernel));
+  }
+  std::vector<const toml::table*> checks;
+  MAGLB_RETURN_IF_ERROR(ArrayOfTables(r, "health_check", "health_check", &checks));
+  if (checks.size() > kMaxHealthChecks) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s:%d: health_check[%u]: more than %u [[health_check]]; VIPs can share a named check, "
+        "and a VIP can have its own ([vip.health_check]); the file was refused",
+        source, checks[kMaxHealthChecks]->source().begin.line, kMaxHealthChecks,
+        kMaxHealthChecks));
+  }
+  absl::flat_hash_map<std::string, size_t> check_index;
+  config.health_checks.reserve(checks.size());
+  for (size_t i = 0; i < checks.size(); ++i) {
+    HealthCheckConfig c;
+    MAGLB_RETURN_IF_ERROR(ParseNamedCheck(*checks[i], source, i, &c));
+    auto [it, inserted] = check_index.emplace(c.name, config.health_checks.size());
+    if (!inserted) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s:%d: health_check[\"%s\"].name: duplicate check name (first declared at line %d)",
+          source, c.line, c.name, config.health_checks[it->second].line));
+    }
+    config.health_checks.push_back(std::move(c));
+  }
+  const HealthContext health{&config.health_checks, &check_index, &config.kernel, &config.lb};
   std::vector<const toml::table*> vips;
   MAGLB_RETURN_IF_ERROR(ArrayOfTables(r, "vip", "vip", &vips));
   absl::flat_hash_map<std::string, int> vip_names;
@@ -879,7 +1270,7 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
   services.reserve(vips.size());
   for (size_t i = 0; i < vips.size(); ++i) {
     VipConfig v;
-    MAGLB_RETURN_IF_ERROR(ParseVip(*vips[i], source, i, &v));
+    MAGLB_RETURN_IF_ERROR(ParseVip(*vips[i], source, i, health, &v));
     auto [it, inserted] = vip_names.emplace(v.name, v.line);
     if (!inserted) {
       return absl::InvalidArgumentError(absl::StrFormat(

@@ -84,6 +84,19 @@ TEST(ConfigTest, ExampleConfigIsValidAndBuilds) {
   EXPECT_EQ(c->lb.encap_source_v4, c->lb.ipv4);  // defaults to the LB address
   ASSERT_EQ(c->neighbors.size(), 1u);
   EXPECT_EQ(c->neighbors[0].mac.ToString(), "02:00:00:00:00:01");
+  // Issue 10: a kernel interface, a named check and a VIP's own.
+  EXPECT_TRUE(c->kernel.enabled());
+  ASSERT_EQ(c->health_checks.size(), 1u);
+  const VipConfig* web = c->FindVip("web");
+  const VipConfig* dns = c->FindVip("dns");
+  ASSERT_TRUE(web != nullptr && dns != nullptr);
+  ASSERT_TRUE(web->health_check.has_value());
+  EXPECT_EQ(*web->health_check, c->health_checks[0]);
+  EXPECT_EQ(web->health_check->type, HealthCheckType::kHttp);
+  ASSERT_TRUE(dns->health_check.has_value());
+  EXPECT_EQ(dns->health_check->name, "");
+  EXPECT_EQ(dns->health_check->port, 53);
+  EXPECT_EQ(dns->backends.size(), 3u);
   for (const VipConfig& v : c->vips) {
     absl::StatusOr<LookupTable> t = BuildVipTable(v);
     ASSERT_TRUE(t.ok()) << v.name << ": " << t.status();
@@ -445,15 +458,22 @@ TEST(ConfigSearchBoundTest, RefusesTooManyHeaderParts) {
   // One array, repeated past what the schema's largest file needs: each
   // header searched every array of tables so far.
   ExpectRefused(Times("[[n]]\n", kMaxConfigHeaderParts + 1), kMaxConfigHeaderParts + 1, "n",
-                "table headers of more than 151552 dotted parts in all");
+                "table headers of more than 163840 dotted parts in all");
   ExpectRefused(Times("[[n.m]]\n", kMaxConfigHeaderParts / 2 + 1), kMaxConfigHeaderParts / 2 + 1,
-                "n.m", "table headers of more than 151552 dotted parts in all");
+                "n.m", "table headers of more than 163840 dotted parts in all");
 }
 
 // The largest config the data plane takes (kMaxVips VIPs, kMaxBackendsTotal
-// backends) passes the bounds, however its backends are spread.
-std::string LargestConfig(bool skewed) {
+// backends) passes the bounds, however its backends are spread; `checks`
+// adds the most [[health_check]] and a [vip.health_check] table to each VIP.
+std::string LargestConfig(bool skewed, bool checks = false) {
   std::string text = "[lb]\nipv4 = \"192.0.2.10\"\n[conntrack]\ncapacity = 1024\n";
+  if (checks) {
+    text += "[kernel]\ninterface = \"maglb0\"\n[health]\nhold_down_s = 10\n";
+    for (uint32_t i = 0; i < kMaxHealthChecks; ++i) {
+      text += absl::StrFormat("[[health_check]]\nname = \"c%d\"\ntype = \"tcp\"\nport = 80\n", i);
+    }
+  }
   for (int i = 0; i < 64; ++i) {
     text += "[[neighbor]]\naddress = \"192.0.2." + std::to_string(100 + i) +
             "\"\nmac = \"02:00:00:00:00:" + (i < 16 ? "0" : "") + absl::StrFormat("%x", i) + "\"\n";
@@ -464,6 +484,7 @@ std::string LargestConfig(bool skewed) {
                          : kMaxBackendsTotal / kMaxVips;
     text += absl::StrFormat("[[vip]]\nname = \"v%d\"\naddress = \"10.%d.%d.1\"\ntable_size = %d\n",
                             v, v >> 8, v & 255, n > 251 ? 131071 : 251);
+    if (checks) text += "[vip.health_check]\ntype = \"tcp\"\nport = 80\n";
     for (int b = 0; b < n; ++b, ++backend) {
       text += absl::StrFormat("  [[vip.backend]]\n  name = \"b%d\"\n  address = \"172.%d.%d.%d\"\n",
                               b, 16 + (backend >> 16), (backend >> 8) & 255, backend & 255);
@@ -482,6 +503,10 @@ TEST(ConfigSearchBoundTest, AcceptsTheLargestConfigTheDataPlaneTakes) {
     EXPECT_EQ(backends, kMaxBackendsTotal);
     EXPECT_EQ(c->neighbors.size(), 64u);
   }
+  absl::StatusOr<Config> c = ParseConfig(LargestConfig(/*skewed=*/false, /*checks=*/true), "test.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->health_checks.size(), kMaxHealthChecks);
+  for (const VipConfig& v : c->vips) ASSERT_TRUE(v.health_check.has_value()) << v.name;
 }
 
 }  // namespace
@@ -521,6 +546,571 @@ TEST(ConfigTableMemoryTest, RefusesTablesOverTheTotalCapAtTheVipThatCrossesIt) {
                 "max_table_memory_mb = 1 (all 10 VIPs ask for 1.3 MiB)");
   ExpectRefused("[lb]\nmax_table_memory_mb = 0\n", 2, "lb.max_table_memory_mb",
                 "0 is out of range: must be from 1 to 1048576");
+}
+
+}  // namespace
+}  // namespace maglb
+
+namespace maglb {
+namespace {
+
+// Issue 10: [health] and [kernel].
+TEST(ConfigHealthSettingsTest, DefaultsAndEveryKey) {
+  absl::StatusOr<Config> d = ParseConfig("", "test.toml");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->health, HealthSettings{});
+  EXPECT_EQ(d->health.rebuild_interval_ms, kDefaultRebuildIntervalMs);
+  EXPECT_EQ(d->health.slow_start_steps, kDefaultSlowStartSteps);
+  absl::StatusOr<Config> c = ParseConfig(R"([health]
+rebuild_interval_ms = 0
+flap_window_s = 3600
+flap_max_transitions = 1
+hold_down_s = 86400
+slow_start_steps = 20
+)", "test.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->health.rebuild_interval_ms, 0u);
+  EXPECT_EQ(c->health.flap_window_s, 3600u);
+  EXPECT_EQ(c->health.flap_max_transitions, 1u);
+  EXPECT_EQ(c->health.hold_down_s, 86400u);
+  EXPECT_EQ(c->health.slow_start_steps, 20u);
+}
+
+TEST(ConfigHealthSettingsTest, RefusesOutOfRangeAndWrongTypes) {
+  ExpectRefused("[health]\nrebuild_interval_ms = 60001\n", 2, "health.rebuild_interval_ms",
+                "60001 is out of range: must be from 0 to 60000");
+  ExpectRefused("[health]\nrebuild_interval_ms = -1\n", 2, "health.rebuild_interval_ms", "out of range");
+  ExpectRefused("[health]\nflap_window_s = 0\n", 2, "health.flap_window_s", "out of range");
+  ExpectRefused("[health]\nflap_window_s = 3601\n", 2, "health.flap_window_s", "out of range");
+  ExpectRefused("[health]\nflap_max_transitions = 0\n", 2, "health.flap_max_transitions",
+                "out of range");
+  ExpectRefused("[health]\nflap_max_transitions = 1001\n", 2, "health.flap_max_transitions",
+                "out of range");
+  ExpectRefused("[health]\nhold_down_s = 86401\n", 2, "health.hold_down_s", "out of range");
+  ExpectRefused("[health]\nslow_start_steps = 0\n", 2, "health.slow_start_steps", "out of range");
+  ExpectRefused("[health]\nslow_start_steps = 21\n", 2, "health.slow_start_steps", "out of range");
+  ExpectRefused("[health]\nhold_down_s = 9223372036854775807\n", 2, "health.hold_down_s",
+                "out of range");
+  ExpectRefused("[health]\nhold_down_s = \"30\"\n", 2, "health.hold_down_s", "must be an integer");
+  ExpectRefused("[health]\nhold_down_s = 1.5\n", 2, "health.hold_down_s", "must be an integer");
+  ExpectRefused("[health]\nhold_down = 30\n", 2, "health.hold_down",
+                "unknown key (did you mean \"hold_down_s\"?)");
+  ExpectRefused("health = 3\n", 1, "health", "must be a table ([health])");
+  ExpectRefused("[helth]\n", 1, "helth", "unknown key (did you mean \"health\"?)");
+}
+
+constexpr char kLbV4[] = "[lb]\nipv4 = \"192.0.2.10\"\n";
+
+TEST(ConfigKernelTest, DefaultsAndEveryKey) {
+  absl::StatusOr<Config> d = ParseConfig("", "test.toml");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_FALSE(d->kernel.enabled());
+  EXPECT_EQ(d->kernel, KernelConfig{});
+  absl::StatusOr<Config> on = ParseConfig(std::string(kLbV4) + "[kernel]\ninterface = \"maglb0\"\n",
+                                          "test.toml");
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->kernel.enabled());
+  EXPECT_EQ(on->kernel.interface, "maglb0");
+  EXPECT_EQ(on->kernel.ipv4_prefix_len, 24);
+  EXPECT_EQ(on->kernel.ipv6_prefix_len, 64);
+  EXPECT_EQ(on->kernel.rate, kDefaultKernelRate);
+  EXPECT_EQ(on->kernel.burst, kDefaultKernelBurst);
+  EXPECT_EQ(on->kernel.line, 3);
+  absl::StatusOr<Config> c = ParseConfig(R"([lb]
+ipv6 = "2001:db8::10"
+[kernel]
+interface = "abcdefghijklmno"
+ipv4_prefix_len = 32
+ipv6_prefix_len = 128
+rate = 10000000
+burst = 1000000
+)", "test.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->kernel.interface, "abcdefghijklmno");
+  EXPECT_EQ(c->kernel.ipv4_prefix_len, 32);
+  EXPECT_EQ(c->kernel.ipv6_prefix_len, 128);
+  EXPECT_EQ(c->kernel.rate, 10000000u);
+  EXPECT_EQ(c->kernel.burst, 1000000u);
+  absl::StatusOr<Config> low = ParseConfig(
+      std::string(kLbV4) + "[kernel]\ninterface = \"a\"\nipv4_prefix_len = 0\nipv6_prefix_len = 0\n"
+      "rate = 0\nburst = 1\n", "test.toml");
+  ASSERT_TRUE(low.ok()) << low.status();
+  EXPECT_EQ(low->kernel.rate, 0u);
+  // Without an interface, [kernel] is off; its other keys are still checked.
+  absl::StatusOr<Config> off = ParseConfig("[kernel]\nrate = 5\n", "test.toml");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->kernel.enabled());
+  ExpectRefused("[kernel]\nrate = 10000001\n", 2, "kernel.rate", "out of range");
+}
+
+TEST(ConfigKernelTest, RefusesBadInterfaceNames) {
+  const std::string lb(kLbV4);
+  auto refused = [&](const std::string& value, const std::string& needle) {
+    ExpectRefused(lb + "[kernel]\ninterface = " + value + "\n", 4, "kernel.interface", needle);
+  };
+  refused("\"\"", "must not be empty");
+  refused("\"abcdefghijklmnop\"", "is 16 bytes long: Linux interface names have at most 15");
+  refused("\".\"", "not a valid interface name");
+  refused("\"..\"", "not a valid interface name");
+  refused("\"a/b\"", "printable ASCII without spaces, '/' or ':'");
+  refused("\"a:b\"", "printable ASCII without spaces, '/' or ':'");
+  refused("\"a b\"", "printable ASCII");
+  refused("\"a\\tb\"", "printable ASCII");
+  refused("\"a\\nb\"", "printable ASCII");
+  refused("\"a\\u0000b\"", "printable ASCII");
+  refused("\"\\u00e9t\"", "printable ASCII");
+  refused("3", "must be a string");
+  refused("[\"maglb0\"]", "must be a string");
+  ExpectRefused(lb + "[kernel]\ninterfce = \"m\"\n", 4, "kernel.interfce",
+                "unknown key (did you mean \"interface\"?)");
+  ExpectRefused("kernel = \"maglb0\"\n" + lb, 1, "kernel", "must be a table ([kernel])");
+}
+
+TEST(ConfigKernelTest, RefusesOutOfRange) {
+  const std::string k = std::string(kLbV4) + "[kernel]\ninterface = \"maglb0\"\n";
+  ExpectRefused(k + "ipv4_prefix_len = 33\n", 5, "kernel.ipv4_prefix_len",
+                "33 is out of range: must be from 0 to 32");
+  ExpectRefused(k + "ipv4_prefix_len = -1\n", 5, "kernel.ipv4_prefix_len", "out of range");
+  ExpectRefused(k + "ipv6_prefix_len = 129\n", 5, "kernel.ipv6_prefix_len", "out of range");
+  // 256 would wrap to 0 in a uint8_t if the range were not checked first.
+  ExpectRefused(k + "ipv6_prefix_len = 256\n", 5, "kernel.ipv6_prefix_len", "out of range");
+  ExpectRefused(k + "rate = -5\n", 5, "kernel.rate", "out of range");
+  ExpectRefused(k + "rate = 99999999999999\n", 5, "kernel.rate", "out of range");
+  ExpectRefused(k + "burst = 0\n", 5, "kernel.burst", "out of range");
+  ExpectRefused(k + "burst = 1000001\n", 5, "kernel.burst", "out of range");
+  ExpectRefused(k + "burst = true\n", 5, "kernel.burst", "must be an integer");
+}
+
+TEST(ConfigKernelTest, AnInterfaceNeedsAnLbAddress) {
+  ExpectRefused("[kernel]\ninterface = \"maglb0\"\n", 2, "kernel.interface",
+                "[lb] sets neither ipv4 nor ipv6");
+  ExpectRefused("[lb]\nhash_seed = 1\n[kernel]\ninterface = \"maglb0\"\n", 4, "kernel.interface",
+                "neither ipv4 nor ipv6");
+  // Either family will do; [kernel] may come before [lb] in the file.
+  EXPECT_TRUE(ParseConfig("[kernel]\ninterface = \"maglb0\"\n[lb]\nipv6 = \"2001:db8::10\"\n",
+                          "test.toml").ok());
+}
+
+}  // namespace
+}  // namespace maglb
+
+namespace maglb {
+namespace {
+
+// Issue 10: [[health_check]] and a VIP's health keys. kChecked is 5 lines:
+// the LB addresses and the kernel interface every check needs.
+constexpr char kChecked[] = R"([lb]
+ipv4 = "192.0.2.10"
+ipv6 = "2001:db8::10"
+[kernel]
+interface = "maglb0"
+)";
+
+// A tcp VIP on port 80 with two IPv4 backends, `keys` on its lines 4.. (the
+// [[vip]] header is on its line 1); backends after them.
+std::string Vip(const std::string& keys, const std::string& name = "web",
+                const std::string& address = "198.51.100.80") {
+  return "[[vip]]\nname = \"" + name + "\"\naddress = \"" + address + "\"\n" + keys +
+         "  [[vip.backend]]\n  name = \"a\"\n  address = \"10.1.0.1\"\n"
+         "  [[vip.backend]]\n  name = \"b\"\n  address = \"10.1.0.2\"\n";
+}
+
+absl::StatusOr<Config> Parse(const std::string& text) { return ParseConfig(text, "test.toml"); }
+
+TEST(ConfigHealthCheckTest, NamedCheckWithEveryKeyIsCopiedIntoEachVip) {
+  const std::string text = std::string(kChecked) + R"([[health_check]]
+name = "web-http"
+type = "http"
+via = "tunnel"
+port = 8080
+interval_ms = 500
+timeout_ms = 499
+rise = 100
+fall = 1
+jitter_percent = 50
+http_path = "/healthz?full=1&x=%20"
+http_status = 204
+http_body_contains = "ok: ready ünïcode"
+http_host = "www.example.com:8080"
+[[health_check]]
+name = "plain"
+type = "tcp"
+)" + Vip("port = 80\nhealth_check = \"web-http\"\n") +
+                           Vip("port = 443\nhealth_check = \"web-http\"\n", "web2") +
+                           Vip("port = 22\nhealth_check = \"plain\"\n", "ssh");
+  absl::StatusOr<Config> c = Parse(text);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->health_checks.size(), 2u);
+  const HealthCheckConfig& h = c->health_checks[0];
+  EXPECT_EQ(h.name, "web-http");
+  EXPECT_EQ(h.type, HealthCheckType::kHttp);
+  EXPECT_EQ(h.via, HealthCheckVia::kTunnel);
+  EXPECT_EQ(h.port, 8080);
+  EXPECT_EQ(h.interval_ms, 500u);
+  EXPECT_EQ(h.timeout_ms, 499u);
+  EXPECT_EQ(h.rise, 100u);
+  EXPECT_EQ(h.fall, 1u);
+  EXPECT_EQ(h.jitter_percent, 50u);
+  EXPECT_EQ(h.http_path, "/healthz?full=1&x=%20");
+  EXPECT_EQ(h.http_status, 204);
+  EXPECT_EQ(h.http_body_contains, "ok: ready ünïcode");
+  EXPECT_EQ(h.http_host, "www.example.com:8080");
+  EXPECT_EQ(h.line, 6);
+  ASSERT_EQ(c->vips.size(), 3u);
+  ASSERT_TRUE(c->vips[0].health_check.has_value());
+  EXPECT_EQ(*c->vips[0].health_check, h);  // a full copy, name and line kept
+  EXPECT_EQ(*c->vips[1].health_check, h);
+  // Defaults of every key a check leaves out.
+  const HealthCheckConfig& p = *c->vips[2].health_check;
+  EXPECT_EQ(p.name, "plain");
+  EXPECT_EQ(p.type, HealthCheckType::kTcp);
+  EXPECT_EQ(p.via, HealthCheckVia::kDirect);
+  EXPECT_EQ(p.port, 0);
+  EXPECT_EQ(p.interval_ms, kDefaultCheckIntervalMs);
+  EXPECT_EQ(p.timeout_ms, kDefaultCheckTimeoutMs);
+  EXPECT_EQ(p.rise, kDefaultCheckRise);
+  EXPECT_EQ(p.fall, kDefaultCheckFall);
+  EXPECT_EQ(p.jitter_percent, kDefaultCheckJitterPercent);
+  EXPECT_EQ(p.http_path, "/");
+  EXPECT_EQ(p.http_status, kDefaultHttpStatus);
+  EXPECT_EQ(p.http_body_contains, "");
+  EXPECT_EQ(p.http_host, "");
+  EXPECT_EQ(p.udp_payload, "maglb-health");
+  EXPECT_FALSE(p.udp_expect.has_value());
+  EXPECT_EQ(p.line, 20);
+}
+
+TEST(ConfigHealthCheckTest, InlineChecksAsATableOrAnInlineTable) {
+  const std::string text = std::string(kChecked) +
+                           Vip("port = 80\n[vip.health_check]\ntype = \"tcp\"\nrise = 5\n") +
+                           Vip("port = 81\nhealth_check = { type = \"http\", http_path = \"/up\" }\n",
+                               "web2");
+  absl::StatusOr<Config> c = Parse(text);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->health_checks.empty());
+  ASSERT_TRUE(c->vips[0].health_check.has_value());
+  EXPECT_EQ(c->vips[0].health_check->name, "");
+  EXPECT_EQ(c->vips[0].health_check->type, HealthCheckType::kTcp);
+  EXPECT_EQ(c->vips[0].health_check->rise, 5u);
+  EXPECT_EQ(c->vips[0].health_check->line, 10);
+  // The [vip.health_check] table belongs to its VIP; its backends still count.
+  EXPECT_EQ(c->vips[0].backends.size(), 2u);
+  ASSERT_TRUE(c->vips[1].health_check.has_value());
+  EXPECT_EQ(c->vips[1].health_check->type, HealthCheckType::kHttp);
+  EXPECT_EQ(c->vips[1].health_check->http_path, "/up");
+  EXPECT_EQ(c->vips[1].health_check->line, 23);
+  // No check: nothing set, and the VIP's other health keys have defaults.
+  absl::StatusOr<Config> none = Parse(kMinimal);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->vips[0].health_check.has_value());
+  EXPECT_EQ(none->vips[0].slow_start_s, kDefaultSlowStartS);
+  EXPECT_EQ(none->vips[0].all_down, AllDownPolicy::kKeepLast);
+  EXPECT_EQ(none->vips[0].down_flows, DownFlows::kPin);
+}
+
+TEST(ConfigHealthCheckTest, UdpChecksTakeAnyBytesWithinTheCap) {
+  const std::string max(kMaxUdpProbePayloadBytes, 'x');
+  absl::StatusOr<Config> c = Parse(
+      std::string(kChecked) +
+      Vip("protocol = \"udp\"\nport = 53\nhealth_check = { type = \"udp\", udp_payload = "
+          "\"\\u0000\\u0001q\\r\\n\", udp_expect = \"" + max + "\" }\n") +
+      Vip("protocol = \"udp\"\nport = 54\nhealth_check = { type = \"udp\", udp_payload = \"\" }\n",
+          "empty"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->vips[0].health_check->udp_payload, std::string("\0\1q\r\n", 5));
+  EXPECT_EQ(c->vips[0].health_check->udp_expect, max);
+  // A zero-length datagram is a probe some services answer.
+  EXPECT_EQ(c->vips[1].health_check->udp_payload, "");
+  EXPECT_FALSE(c->vips[1].health_check->udp_expect.has_value());
+}
+
+TEST(ConfigHealthCheckTest, TypeNoneLeavesTheVipUnchecked) {
+  // Nor does it need a kernel interface: nothing is probed.
+  absl::StatusOr<Config> c = Parse("[[health_check]]\nname = \"off\"\ntype = \"none\"\n" +
+                                   Vip("port = 0\nhealth_check = \"off\"\n") +
+                                   Vip("port = 0\nhealth_check = { type = \"none\" }\n", "w2",
+                                       "198.51.100.81"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->health_checks.size(), 1u);
+  EXPECT_EQ(c->health_checks[0].type, HealthCheckType::kNone);
+  EXPECT_FALSE(c->vips[0].health_check.has_value());
+  EXPECT_FALSE(c->vips[1].health_check.has_value());
+  // A named check nobody uses needs no kernel interface either.
+  EXPECT_TRUE(Parse("[[health_check]]\nname = \"t\"\ntype = \"tcp\"\n").ok());
+}
+
+TEST(ConfigHealthCheckTest, VipHealthKeys) {
+  absl::StatusOr<Config> c = Parse(
+      Vip("port = 80\nslow_start_s = 3600\nall_down = \"drop\"\ndown_flows = \"move\"\n") +
+      Vip("port = 81\nalgorithm = \"jump\"\nslow_start_s = 0\nall_down = \"keep_last\"\n"
+          "down_flows = \"pin\"\n", "j"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->vips[0].slow_start_s, 3600u);
+  EXPECT_EQ(c->vips[0].all_down, AllDownPolicy::kDrop);
+  EXPECT_EQ(c->vips[0].down_flows, DownFlows::kMove);
+  EXPECT_EQ(c->vips[1].all_down, AllDownPolicy::kKeepLast);
+  EXPECT_EQ(c->vips[1].down_flows, DownFlows::kPin);
+  ExpectRefused(Vip("slow_start_s = 3601\n"), 4, "vip[\"web\"].slow_start_s",
+                "3601 is out of range: must be from 0 to 3600");
+  ExpectRefused(Vip("slow_start_s = -1\n"), 4, "vip[\"web\"].slow_start_s", "out of range");
+  ExpectRefused(Vip("slow_start_s = \"10\"\n"), 4, "vip[\"web\"].slow_start_s", "must be an integer");
+  ExpectRefused(Vip("algorithm = \"jump\"\nslow_start_s = 10\n"), 5, "vip[\"web\"].slow_start_s",
+                "\"jump\" has no weights");
+  ExpectRefused(Vip("all_down = \"open\"\n"), 4, "vip[\"web\"].all_down",
+                "\"open\" is not one of: keep_last, drop");
+  ExpectRefused(Vip("all_down = true\n"), 4, "vip[\"web\"].all_down", "must be a string");
+  ExpectRefused(Vip("down_flows = \"Move\"\n"), 4, "vip[\"web\"].down_flows",
+                "\"Move\" is not one of: pin, move");
+  ExpectRefused(Vip("slowstart_s = 10\n"), 4, "vip[\"web\"].slowstart_s",
+                "unknown key (did you mean \"slow_start_s\"?)");
+}
+
+// A check written inline in a port-80 tcp VIP: `keys` start on line 8.
+std::string InlineCheck(const std::string& keys) {
+  return std::string(kChecked) + Vip("port = 80\n[vip.health_check]\n" + keys);
+}
+void ExpectCheckRefused(const std::string& keys, int line, const std::string& key,
+                        const std::string& needle) {
+  ExpectRefused(InlineCheck(keys), line, "vip[\"web\"].health_check" + key, needle);
+}
+
+TEST(ConfigHealthCheckTest, RefusesBadCheckKeys) {
+  ExpectCheckRefused("rise = 2\n", 10, ".type", "required key is missing (one of: none, tcp, http, udp)");
+  ExpectCheckRefused("type = \"tpc\"\n", 11, ".type", "\"tpc\" is not one of: none, tcp, http, udp");
+  ExpectCheckRefused("type = \"\"\n", 11, ".type", "\"\" is not one of");
+  ExpectCheckRefused("type = 1\n", 11, ".type", "must be a string");
+  ExpectCheckRefused("type = \"tcp\"\nvia = \"kernel\"\n", 12, ".via", "is not one of: direct, tunnel");
+  ExpectCheckRefused("type = \"tcp\"\nport = 65536\n", 12, ".port", "out of range");
+  ExpectCheckRefused("type = \"tcp\"\nport = -80\n", 12, ".port", "out of range");
+  ExpectCheckRefused("type = \"tcp\"\ninterval_ms = 99\n", 12, ".interval_ms",
+                     "99 is out of range: must be from 100 to 3600000");
+  ExpectCheckRefused("type = \"tcp\"\ninterval_ms = 3600001\n", 12, ".interval_ms", "out of range");
+  ExpectCheckRefused("type = \"tcp\"\ninterval_ms = 9223372036854775807\n", 12, ".interval_ms",
+                     "out of range");
+  ExpectCheckRefused("type = \"tcp\"\ninterval_ms = 2000.0\n", 12, ".interval_ms", "must be an integer");
+  ExpectCheckRefused("type = \"tcp\"\ntimeout_ms = 9\n", 12, ".timeout_ms", "out of range");
+  ExpectCheckRefused("type = \"tcp\"\ninterval_ms = 1000\ntimeout_ms = 1000\n", 13, ".timeout_ms",
+                     "timeout_ms (1000) must be less than interval_ms (1000)");
+  // With the default timeout (1000 ms), a shorter interval is what is wrong.
+  ExpectCheckRefused("type = \"tcp\"\ninterval_ms = 500\n", 12, ".interval_ms",
+                     "timeout_ms (1000, the default) must be less than interval_ms (500)");
+  ExpectCheckRefused("type = \"tcp\"\nrise = 0\n", 12, ".rise", "out of range");
+  ExpectCheckRefused("type = \"tcp\"\nrise = 101\n", 12, ".rise", "out of range");
+  ExpectCheckRefused("type = \"tcp\"\nfall = 0\n", 12, ".fall", "out of range");
+  ExpectCheckRefused("type = \"tcp\"\nfall = 101\n", 12, ".fall", "out of range");
+  ExpectCheckRefused("type = \"tcp\"\njitter_percent = 51\n", 12, ".jitter_percent", "out of range");
+  ExpectCheckRefused("type = \"http\"\nhttp_status = 99\n", 12, ".http_status", "out of range");
+  ExpectCheckRefused("type = \"http\"\nhttp_status = 600\n", 12, ".http_status", "out of range");
+  ExpectCheckRefused("type = \"tcp\"\nintervall_ms = 500\n", 12, ".intervall_ms",
+                     "unknown key (did you mean \"interval_ms\"?)");
+  ExpectCheckRefused("type = \"tcp\"\nname = \"x\"\n", 12, ".name",
+                     "a VIP's own check has no name; to share one check among VIPs, declare it as a "
+                     "[[health_check]]");
+}
+
+TEST(ConfigHealthCheckTest, RefusesHostileHttpStrings) {
+  auto path = [](const std::string& v, const std::string& needle) {
+    ExpectCheckRefused("type = \"http\"\nhttp_path = " + v + "\n", 12, ".http_path", needle);
+  };
+  // Header injection: a CR LF in the path would end the request line.
+  path("\"/x HTTP/1.1\\r\\nHost: evil\\r\\n\\r\\n\"", "printable ASCII without spaces");
+  path("\"/a\\nb\"", "printable ASCII without spaces");
+  path("\"/a b\"", "printable ASCII without spaces");
+  path("\"/a\\tb\"", "printable ASCII without spaces");
+  path("\"/a\\u0000\"", "printable ASCII without spaces");
+  path("\"/a\\u007f\"", "printable ASCII without spaces");
+  path("\"/caf\\u00e9\"", "printable ASCII without spaces");
+  path("\"\"", "must start with '/'");
+  path("\"healthz\"", "must start with '/'");
+  path("\"http://x/\"", "must start with '/'");
+  path("\"/" + std::string(kMaxHttpProbeReplyBytes, 'a') + "\"", "bytes long: at most 1024");
+  path("[\"/a\"]", "must be a string");
+  // 1024 bytes is the most.
+  ASSERT_TRUE(Parse(InlineCheck("type = \"http\"\nhttp_path = \"/" + std::string(1023, 'a') + "\"\n")).ok());
+
+  auto host = [](const std::string& v, const std::string& needle) {
+    ExpectCheckRefused("type = \"http\"\nhttp_host = " + v + "\n", 12, ".http_host", needle);
+  };
+  host("\"a\\r\\nX-Evil: 1\"", "must be a host name");
+  host("\"a b\"", "must be a host name");
+  host("\"a/b\"", "must be a host name");
+  host("\"\"", "must not be empty");
+  host("\"" + std::string(256, 'a') + "\"", "is 256 bytes long: at most 255");
+  ASSERT_TRUE(Parse(InlineCheck("type = \"http\"\nhttp_host = \"[2001:db8::1]:80\"\n")).ok());
+
+  auto body = [](const std::string& v, const std::string& needle) {
+    ExpectCheckRefused("type = \"http\"\nhttp_body_contains = " + v + "\n", 12,
+                       ".http_body_contains", needle);
+  };
+  body("\"ok\\r\\n\"", "must not hold control characters");
+  body("\"\\u0000\"", "must not hold control characters");
+  body("\"\"", "must not be empty");
+  body("\"" + std::string(1025, 'a') + "\"", "is 1025 bytes long: at most 1024");
+  body("7", "must be a string");
+}
+
+TEST(ConfigHealthCheckTest, RefusesUdpPayloadsOverTheCap) {
+  const std::string over(kMaxUdpProbePayloadBytes + 1, 'x');
+  auto udp = [](const std::string& keys) {
+    return std::string(kChecked) +
+           Vip("protocol = \"udp\"\nport = 53\n[vip.health_check]\ntype = \"udp\"\n" + keys);
+  };
+  ExpectRefused(udp("udp_payload = \"" + over + "\"\n"), 13, "vip[\"web\"].health_check.udp_payload",
+                "is 1025 bytes long: at most 1024");
+  ExpectRefused(udp("udp_expect = \"" + over + "\"\n"), 13, "vip[\"web\"].health_check.udp_expect",
+                "at most 1024");
+  ExpectRefused(udp("udp_expect = \"\"\n"), 13, "vip[\"web\"].health_check.udp_expect",
+                "must not be empty (leave it out to take any reply)");
+  ExpectRefused(udp("udp_expect = 1\n"), 13, "vip[\"web\"].health_check.udp_expect", "must be a string");
+  ExpectRefused(udp("udp_payload = 1\n"), 13, "vip[\"web\"].health_check.udp_payload",
+                "must be a string");
+}
+
+TEST(ConfigHealthCheckTest, RefusesKeysOfAnotherType) {
+  // A typo of type must not make them silently check nothing.
+  ExpectCheckRefused("type = \"tcp\"\nhttp_path = \"/x\"\n", 12, ".http_path",
+                     "is for type = \"http\" checks, and this one is type = \"tcp\"");
+  ExpectCheckRefused("type = \"tcp\"\nhttp_status = 200\n", 12, ".http_status", "type = \"http\"");
+  ExpectCheckRefused("type = \"udp\"\nport = 53\nhttp_body_contains = \"ok\"\n", 13,
+                     ".http_body_contains", "this one is type = \"udp\"");
+  ExpectCheckRefused("type = \"none\"\nhttp_host = \"x\"\n", 12, ".http_host",
+                     "this one is type = \"none\"");
+  ExpectCheckRefused("type = \"http\"\nudp_payload = \"x\"\n", 12, ".udp_payload",
+                     "is for type = \"udp\" checks, and this one is type = \"http\"");
+  ExpectCheckRefused("type = \"tcp\"\nudp_expect = \"x\"\n", 12, ".udp_expect", "type = \"udp\"");
+  ExpectRefused("[[health_check]]\nname = \"c\"\ntype = \"tcp\"\nhttp_path = \"/\"\n", 4,
+                "health_check[\"c\"].http_path", "this one is type = \"tcp\"");
+}
+
+TEST(ConfigHealthCheckTest, RefusesBadNamedChecks) {
+  ExpectRefused("[[health_check]]\ntype = \"tcp\"\n", 1, "health_check[0].name",
+                "required key is missing");
+  ExpectRefused("[[health_check]]\nname = \"\"\ntype = \"tcp\"\n", 2, "health_check[0].name",
+                "must not be empty");
+  ExpectRefused("[[health_check]]\nname = \"a b\"\ntype = \"tcp\"\n", 2, "health_check[0].name",
+                "printable ASCII without spaces");
+  ExpectRefused("[[health_check]]\nname = \"a\\r\\nb\"\ntype = \"tcp\"\n", 2, "health_check[0].name",
+                "printable ASCII without spaces");
+  ExpectRefused("[[health_check]]\nname = \"" + std::string(65, 'c') + "\"\ntype = \"tcp\"\n", 2,
+                "health_check[0].name", "at most 64");
+  ExpectRefused("[[health_check]]\nname = \"c\"\n", 1, "health_check[\"c\"].type",
+                "required key is missing");
+  ExpectRefused("[[health_check]]\nname = \"c\"\ntype = \"tcp\"\n[[health_check]]\nname = \"c\"\n"
+                "type = \"http\"\n", 4, "health_check[\"c\"].name",
+                "duplicate check name (first declared at line 1)");
+  ExpectRefused("[health_check]\nname = \"c\"\n", 1, "health_check",
+                "must be an array of tables ([[health_check]])");
+  ExpectRefused("health_check = \"c\"\n", 1, "health_check",
+                "must be an array of tables ([[health_check]])");
+  ExpectRefused("[[healthcheck]]\nname = \"c\"\n", 1, "healthcheck",
+                "unknown key (did you mean \"health_check\"?)");
+}
+
+TEST(ConfigHealthCheckTest, RefusesAnUnknownCheckNameWithASuggestion) {
+  const std::string checks = std::string(kChecked) +
+                             "[[health_check]]\nname = \"web-http\"\ntype = \"http\"\n"
+                             "[[health_check]]\nname = \"dns-udp\"\ntype = \"udp\"\n";
+  ExpectRefused(checks + Vip("port = 80\nhealth_check = \"web-htp\"\n"), 16,
+                "vip[\"web\"].health_check",
+                "no [[health_check]] is named \"web-htp\" (did you mean \"web-http\"?)");
+  ExpectRefused(checks + Vip("port = 80\nhealth_check = \"something\"\n"), 16,
+                "vip[\"web\"].health_check", "no [[health_check]] is named \"something\"");
+  ExpectRefused(std::string(kChecked) + Vip("port = 80\nhealth_check = \"web\"\n"), 10,
+                "vip[\"web\"].health_check", "(the file declares no [[health_check]])");
+  // A name no check could have: no suggestion computed, nothing echoed.
+  const std::string huge(1 << 20, 'x');
+  absl::StatusOr<Config> c = Parse(checks + Vip("port = 80\nhealth_check = \"" + huge + "\"\n"));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("is not the name of a [[health_check]]"), std::string::npos)
+      << c.status().message().substr(0, 300);
+  EXPECT_LT(c.status().message().size(), 500u);
+  ExpectRefused(checks + Vip("port = 80\nhealth_check = \"a\\r\\nb\"\n"), 16,
+                "vip[\"web\"].health_check", "is not the name of a [[health_check]]");
+  ExpectRefused(checks + Vip("port = 80\nhealth_check = 3\n"), 16, "vip[\"web\"].health_check",
+                "must be the name of a [[health_check]] (a string) or a table");
+  ExpectRefused(checks + Vip("port = 80\nhealth_check = [\"web-http\"]\n"), 16,
+                "vip[\"web\"].health_check", "must be the name of a [[health_check]]");
+  ExpectRefused(checks + Vip("port = 80\n[[vip.health_check]]\ntype = \"tcp\"\n"), 16,
+                "vip[\"web\"].health_check", "must be the name of a [[health_check]]");
+}
+
+TEST(ConfigHealthCheckTest, AVipOnEveryPortNeedsTheCheckToSetOne) {
+  ExpectRefused(std::string(kChecked) + Vip("port = 0\nhealth_check = { type = \"tcp\" }\n"), 10,
+                "vip[\"web\"].health_check",
+                "this VIP takes every port (port = 0), so the check has no VIP port to probe: set "
+                "health_check.port in this [[vip]]");
+  ExpectRefused(std::string(kChecked) + "[[health_check]]\nname = \"t\"\ntype = \"tcp\"\n" +
+                    Vip("health_check = \"t\"\n"),
+                12, "vip[\"web\"].health_check",
+                "set port in [[health_check]] \"t\" (line 6)");
+  EXPECT_TRUE(Parse(std::string(kChecked) +
+                    Vip("port = 0\nhealth_check = { type = \"tcp\", port = 22 }\n")).ok());
+}
+
+TEST(ConfigHealthCheckTest, AProtocolOtherThanTheVipsNeedsItsOwnPort) {
+  auto vip = [](const std::string& protocol, const std::string& check) {
+    return std::string(kChecked) +
+           Vip("protocol = \"" + protocol + "\"\nport = 53\nhealth_check = " + check + "\n");
+  };
+  ExpectRefused(vip("tcp", "{ type = \"udp\" }"), 11, "vip[\"web\"].health_check",
+                "a type = \"udp\" check on a tcp VIP cannot probe the VIP's port (the backends serve it over "
+                "tcp): set health_check.port");
+  ExpectRefused(vip("udp", "{ type = \"tcp\" }"), 11, "vip[\"web\"].health_check",
+                "a type = \"tcp\" check on a udp VIP");
+  ExpectRefused(vip("udp", "{ type = \"http\" }"), 11, "vip[\"web\"].health_check",
+                "a type = \"http\" check on a udp VIP");
+  EXPECT_TRUE(Parse(vip("udp", "{ type = \"tcp\", port = 53 }")).ok());
+  EXPECT_TRUE(Parse(vip("tcp", "{ type = \"udp\", port = 53 }")).ok());
+  EXPECT_TRUE(Parse(vip("udp", "{ type = \"udp\" }")).ok());
+  EXPECT_TRUE(Parse(vip("tcp", "{ type = \"http\" }")).ok());
+}
+
+TEST(ConfigHealthCheckTest, EveryCheckNeedsTheKernelInterface) {
+  const std::string lb = "[lb]\nipv4 = \"192.0.2.10\"\n";
+  for (const char* via : {"direct", "tunnel"}) {
+    ExpectRefused(lb + Vip(std::string("port = 80\nhealth_check = { type = \"tcp\", via = \"") + via +
+                           "\" }\n"),
+                  7, "vip[\"web\"].health_check",
+                  "this VIP's health_check needs [kernel] interface: probes (direct or tunnel) go "
+                  "out through the kernel interface on the data port");
+  }
+  ExpectRefused(lb + "[[health_check]]\nname = \"t\"\ntype = \"tcp\"\n" +
+                    Vip("port = 80\nhealth_check = \"t\"\n"),
+                10, "vip[\"web\"].health_check", "[[health_check]] \"t\" (line 3) needs [kernel] interface");
+  // [kernel] without an interface is no kernel interface.
+  ExpectRefused(lb + "[kernel]\nrate = 100\n" + Vip("port = 80\nhealth_check = { type = \"tcp\" }\n"),
+                9, "vip[\"web\"].health_check", "needs [kernel] interface");
+}
+
+TEST(ConfigHealthCheckTest, ProbesNeedAnLbAddressOfTheirFamily) {
+  const std::string v4_only = "[lb]\nipv4 = \"192.0.2.10\"\n[kernel]\ninterface = \"maglb0\"\n";
+  auto vip6_backends = [](const std::string& via) {
+    return "[[vip]]\nname = \"v\"\naddress = \"198.51.100.80\"\nport = 80\nhealth_check = { type = "
+           "\"tcp\"" + via + " }\n  [[vip.backend]]\n  name = \"a\"\n  address = \"10.1.0.1\"\n"
+           "  [[vip.backend]]\n  name = \"six\"\n  address = \"2001:db8:1::1\"\n";
+  };
+  // Direct: from the LB's address of each backend's family.
+  ExpectRefused(v4_only + vip6_backends(""), 9, "vip[\"v\"].health_check",
+                "this VIP's health_check probes backend \"six\" (line 13) from the LB's own IPv6 "
+                "address, and [lb] sets no ipv6");
+  // Tunnel: the inner packet goes to the VIP, from the LB's address of its family.
+  EXPECT_TRUE(Parse(v4_only + vip6_backends(", via = \"tunnel\"")).ok());
+  const std::string v6_only = "[lb]\nipv6 = \"2001:db8::10\"\n[kernel]\ninterface = \"maglb0\"\n";
+  ExpectRefused(v6_only + vip6_backends(", via = \"tunnel\""), 9,
+                "vip[\"v\"].health_check", "probes this IPv4 VIP from the LB's own IPv4 address");
+}
+
+TEST(ConfigHealthCheckTest, RefusesMoreThanTheMostChecks) {
+  std::string text = kChecked;
+  for (uint32_t i = 0; i <= kMaxHealthChecks; ++i) {
+    text += "[[health_check]]\nname = \"c" + std::to_string(i) + "\"\ntype = \"tcp\"\n";
+  }
+  ExpectRefused(text, 6 + 3 * static_cast<int>(kMaxHealthChecks), "health_check[4096]",
+                "more than 4096 [[health_check]]");
+  text.resize(text.rfind("[[health_check]]"));
+  absl::StatusOr<Config> c = Parse(text);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->health_checks.size(), kMaxHealthChecks);
 }
 
 }  // namespace
