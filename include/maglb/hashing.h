@@ -131,7 +131,9 @@ inline uint64_t RendezvousHash(uint64_t key_hash, uint64_t name_hash) {
 // backend weighs 0, and indexes backends in the caller's list order.
 
 /// Ring: backend b gets weight_b * points_per_weight points at
-/// XXH64("name#i", kRingPointSeed). Ties go to the byte-smaller name.
+/// XXH64("name#i", kRingPointSeed). Ties go to the byte-smaller name. Weights
+/// at most kMaxWeight: scaled weights (slow start's kMaxEffectiveWeight)
+/// would be a different, larger ring.
 absl::Status ValidateRingInput(std::span<const BackendSpec> backends, uint32_t points_per_weight);
 absl::StatusOr<LookupTable> BuildRingTable(std::span<const BackendSpec> backends,
                                            uint32_t m = kDefaultTableSize,
@@ -151,8 +153,10 @@ inline constexpr uint64_t kMaxRendezvousEvaluations = uint64_t{1} << 28;
 absl::Status ValidateRendezvousInput(std::span<const BackendSpec> backends, uint32_t m);
 
 /// Rendezvous: slot s goes to the backend of highest RendezvousScore(
-/// RendezvousHash(Fmix64(SlotKey(s) ^ kRendezvousSeed), name hash), weight);
-/// ties go to the byte-smaller name.
+/// RendezvousHash(Fmix64(SlotKey(s) ^ kRendezvousSeed), name hash), weight /
+/// g), g the gcd of the serving backends' weights; ties go to the byte-smaller
+/// name. Dividing by g makes the table exactly invariant under scaling every
+/// weight by one factor (slow start relies on this; health.h).
 ///
 /// Cost: M * N hash evaluations (one Fmix64 each) plus, per slot, one log per
 /// distinct weight (within a weight, hashes order as their scores do, so only

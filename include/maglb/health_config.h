@@ -80,6 +80,9 @@ enum class DownFlows : uint8_t {
 inline constexpr uint32_t kDefaultSlowStartS = 0;  // off
 /// A slow start ramps in at most this many steps (table rebuilds).
 inline constexpr uint32_t kDefaultSlowStartSteps = 5;
+/// slow_start_steps is from 1 to this: a ramp scales weights by the steps, and
+/// kMaxWeight x this is what the table builders take (kMaxEffectiveWeight).
+inline constexpr uint32_t kMaxSlowStartSteps = 20;
 
 /// [health]: how health changes reach the tables.
 inline constexpr uint32_t kDefaultRebuildIntervalMs = 1000;
@@ -97,7 +100,7 @@ struct HealthSettings {
   uint32_t flap_window_s = kDefaultFlapWindowS;
   uint32_t flap_max_transitions = kDefaultFlapMaxTransitions;
   uint32_t hold_down_s = kDefaultHoldDownS;
-  /// Slow start in at most this many weight steps.
+  /// Slow start in at most this many weight steps (1 .. kMaxSlowStartSteps).
   uint32_t slow_start_steps = kDefaultSlowStartSteps;
 
   bool operator==(const HealthSettings&) const = default;

@@ -14,11 +14,13 @@
 namespace maglb {
 
 // Table sizes and weights: kDefaultTableSize, kMinTableSize, kMaxTableSize,
-// kMaxWeight (table_scheme.h).
+// kMaxWeight, kMaxEffectiveWeight (table_scheme.h).
 
 /// Checks what every table builder requires: M prime within
 /// [kMinTableSize, kMaxTableSize], at least as many slots as backends, names
-/// non-empty and distinct, weights at most kMaxWeight, at most
+/// non-empty and distinct, weights at most kMaxEffectiveWeight (a configured
+/// weight, at most kMaxWeight, scaled by slow start; the ring takes no more
+/// than kMaxWeight, ValidateRingInput), at most
 /// LookupTable::kMaxBackends backends. The message says which rule broke and
 /// for which backend.
 absl::Status ValidateTableInput(std::span<const BackendSpec> backends, uint32_t m);
@@ -39,7 +41,9 @@ MaglevPermutation MaglevPermutationOf(std::string_view name, uint32_t m);
 /// (the full 64-bit offset hash), ties broken by the names' bytes. Weights:
 /// every turn a backend earns `weight` credits and claims one slot per
 /// `max_weight` credits it holds, so entries are proportional to weight and
-/// equal weights reduce exactly to the paper's one-claim-per-turn. Weight-0
+/// equal weights reduce exactly to the paper's one-claim-per-turn. Scaling
+/// every weight by the same factor leaves the table exactly as it was (the
+/// credits scale with max_weight; slow start relies on this). Weight-0
 /// backends claim nothing; if all weigh 0 the returned table is empty().
 ///
 /// Cost: O(M log M) probes, each an add and a compare (no division), plus the

@@ -20,6 +20,15 @@ inline constexpr uint32_t kMaxTableSize = 4194301;
 /// Weights are relative; 65535 leaves room for fine ratios while refusing the
 /// absurd (a typo of 10^9 is an error, not a silent 100% share).
 inline constexpr uint32_t kMaxWeight = 65535;
+/// What the table builders accept: a configured weight times the most slow
+/// start steps (kMaxSlowStartSteps, health_config.h; health.h checks the two
+/// agree). During a ramp the health task scales every weight of a VIP by the
+/// steps (EffectiveWeight, health.h): Maglev and rendezvous placement depend
+/// on weight ratios only, so the fully-up backends' share of the table does
+/// not move. The ring cannot take scaled weights (it places weight x
+/// ring_points points, and more points are a different ring): it refuses
+/// weights above kMaxWeight. Modulo accepts them but moves flows when scaled.
+inline constexpr uint32_t kMaxEffectiveWeight = kMaxWeight * 20;
 
 /// Ring points per unit of weight when the VIP does not say (`ring_points`).
 /// Theory: a backend's share has sd/avg about 1/sqrt(points), so 100 points

@@ -45,10 +45,15 @@ absl::Status ValidateSizesNamesWeights(std::span<const BackendSpec> backends, ui
     if (b.name.empty()) {
       return absl::InvalidArgumentError("a backend has an empty name");
     }
-    if (b.weight > kMaxWeight) {
+    // Configured weights stop at kMaxWeight (config.cc); slow start scales
+    // them by up to kMaxSlowStartSteps, which the arithmetic below takes: a
+    // credit stays below 2 x max_weight < 2^22, a claim turn k x max_weight
+    // below 2^22 x 2^21 in 64 bits.
+    if (b.weight > kMaxEffectiveWeight) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "backend \"%s\": weight %u is above the maximum %u", b.name, b.weight,
-          kMaxWeight));
+          "backend \"%s\": weight %u is above the maximum %u (%u configured x %u slow "
+          "start steps)",
+          b.name, b.weight, kMaxEffectiveWeight, kMaxWeight, kMaxEffectiveWeight / kMaxWeight));
     }
   }
   return absl::OkStatus();

@@ -1,5 +1,6 @@
 // Rendezvous (highest random weight) hashing compiled to a LookupTable.
 #include <algorithm>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,12 @@ absl::StatusOr<LookupTable> BuildRendezvousTable(std::span<const BackendSpec> ba
     if (groups.empty() || groups.back().weight != w) groups.push_back({k, k, w});
     groups.back().end = k + 1;
   }
+  // Scores use the weights divided by their gcd, so that scaling every weight
+  // by one factor (slow start does) gives bit-identical scores, not scores
+  // rounded differently that could swap a near-tie.
+  uint32_t common = 0;
+  for (const Group& g : groups) common = std::gcd(common, g.weight);
+  for (Group& g : groups) g.weight /= common;
 
   std::vector<uint16_t> slots(m);
   for (uint32_t s = 0; s < m; ++s) {

@@ -19,7 +19,18 @@ absl::Status ValidateRingInput(std::span<const BackendSpec> backends,
         kMaxRingPointsPerWeight));
   }
   uint64_t total = 0;
-  for (const BackendSpec& b : backends) total += uint64_t{b.weight} * points_per_weight;
+  for (const BackendSpec& b : backends) {
+    // More points would be a different ring, not a scaled one: slow start
+    // ramps a ring backend by its own weight (EffectiveWeight, health.h).
+    if (b.weight > kMaxWeight) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "backend \"%s\": weight %u is above %u, the most a ring takes (a ring holds "
+          "weight x ring_points points per backend; its weights cannot be scaled by slow "
+          "start steps as Maglev's can)",
+          b.name, b.weight, kMaxWeight));
+    }
+    total += uint64_t{b.weight} * points_per_weight;
+  }
   if (total > kMaxRingPointsTotal) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "the ring would have %u points (sum of weight x %u points per unit of weight), "
