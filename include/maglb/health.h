@@ -42,7 +42,8 @@ std::string_view HealthName(BackendHealth h);
 
 /// What one probe found. `detail` says why it failed, in an operator's words
 /// ("connect timeout 500 ms", "connection refused", "HTTP status 503, expected
-/// 200", "reply did not contain \"ok\""); for a success, what it saw.
+/// 200", "body did not contain \"ok\"", "port unreachable"); for a success,
+/// what it saw ("connected", "HTTP status 200", "reply of 12 bytes").
 struct ProbeOutcome {
   bool ok = false;
   std::string detail;
