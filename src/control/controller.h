@@ -43,7 +43,7 @@ struct ControllerOptions {
   int signal_fd = -1;  ///< SIGHUP, SIGINT, SIGTERM
   /// Source ports of tunnel health probes -> backends, read by the workers;
   /// null without a kernel interface.
-  TunnelProbeMap* tunnel_probes = nullptr;
+  TunnelProbeTable* tunnel_probes = nullptr;
   /// Parses and builds a reload on the helper thread; LoadAndBuild if empty
   /// (tests pass one they can hold).
   BuildFunction build;

@@ -132,7 +132,7 @@ void HealthTask::ConfigPublished(const LbState& state) {
     const VipConfig* vc = state.config().FindVip(v.name);
     if (vc == nullptr || !vc->health_check || vc->health_check->type == HealthCheckType::kNone) continue;
     const HealthCheckConfig& check = *vc->health_check;
-    VipPolicy policy{vc->all_down, vc->down_flows, false};
+    VipPolicy policy{vc->all_down, vc->down_flows, vc->algorithm != Algorithm::kRing, false};
     if (auto it = vips_.find(v.name); it != vips_.end()) policy.all_down_now = it->second.all_down_now;
     next_vips[v.name] = policy;
     for (const BackendState& bs : v.backends) {
@@ -263,15 +263,21 @@ void HealthTask::ProbeDone(const Key& key, const ProbeOutcome& outcome) {
     std::lock_guard<std::mutex> lock(*options_.stats_mutex);
     ++options_.stats->health_probes;
     if (!outcome.ok) ++options_.stats->health_probe_failures;
-    if (t) ++options_.stats->health_transitions;
   }
-  if (t) {
-    b.since_unix_ms = WallMs();
-    LogLine(absl::StrFormat("vip %s backend %s: %s -> %s (%s)", key.first, key.second, HealthName(t->from),
-                            HealthName(t->to), t->reason));
+  if (t) Transitioned(b, *t);
+  PublishStatus(b);
+  if (t) Recompute(absl::StrCat(key.first, "/", key.second, " ", std::string(HealthName(t->to))));
+}
+
+void HealthTask::Transitioned(Backend& b, const HealthTransition& t) {
+  b.since_unix_ms = WallMs();
+  LogLine(absl::StrFormat("vip %s backend %s: %s -> %s (%s)", b.key.first, b.key.second, HealthName(t.from),
+                          HealthName(t.to), t.reason));
+  {
+    std::lock_guard<std::mutex> lock(*options_.stats_mutex);
+    ++options_.stats->health_transitions;
   }
   PublishStatus(b);
-  if (t) Recompute(absl::StrCat(key.first, "/", key.second, " ", HealthName(t->to)));
 }
 
 void HealthTask::PublishStatus(const Backend& b) {
@@ -302,10 +308,7 @@ void HealthTask::Recompute(const std::string& why, const LbState* published) {
   for (auto& [vip, members] : by_vip) {
     VipPolicy& policy = vips_[vip];
     bool ramping = false;
-    for (const Backend* b : members) {
-      const uint32_t s = b->tracker.WeightSteps(now);
-      if (s > 0 && s < b->tracker.steps()) ramping = true;
-    }
+    for (const Backend* b : members) ramping |= policy.ramp_by_scaling && b->tracker.Ramping(now);
     uint64_t serving_weight = 0, configured_weight = 0;
     for (const Backend* b : members) {
       const uint32_t s = b->tracker.WeightSteps(now);
@@ -358,7 +361,8 @@ void HealthTask::Recompute(const std::string& why, const LbState* published) {
     }
   } else {
     changed = next->size() != inputs_->size();
-    for (auto a = next->begin(), b = inputs_->begin(); !changed && a != next->end(); ++a, ++b) {
+    auto b = inputs_->begin();
+    for (auto a = next->cbegin(); !changed && a != next->cend(); ++a, ++b) {
       changed = a->first != b->first || !same(a->second, b->second);
     }
   }
@@ -404,7 +408,16 @@ void HealthTask::ArmChangeTimer() {
   change_timer_ns_ = *soonest;
   change_timer_ = loop_->AddTimer(std::chrono::nanoseconds(*soonest > now ? *soonest - now : 0), [this] {
     change_timer_ = 0;
-    Recompute("slow start / hold-down step");
+    const uint64_t at = Now();
+    std::string why;
+    for (auto& [key, b] : backends_) {
+      // A hold-down that ended without a probe to end it.
+      if (std::optional<HealthTransition> t = b->tracker.Advance(at)) {
+        Transitioned(*b, *t);
+        absl::StrAppend(&why, why.empty() ? "" : ", ", key.first, "/", key.second, " ", std::string(HealthName(t->to)));
+      }
+    }
+    Recompute(why.empty() ? "slow start step" : why);
   });
 }
 

@@ -49,7 +49,7 @@ class HealthTask : public ControlTask, public SnapshotInputSource {
     ControlStats* stats = nullptr;
     /// Where tunnel probes' source ports are mapped to backends for the data
     /// plane; null: no kernel interface, tunnel checks cannot run.
-    TunnelProbeMap* tunnel_probes = nullptr;
+    TunnelProbeTable* tunnel_probes = nullptr;
     /// Monotonic nanoseconds; steady_clock if empty (tests pass their own).
     std::function<uint64_t()> now_ns;
   };
@@ -74,6 +74,10 @@ class HealthTask : public ControlTask, public SnapshotInputSource {
   struct VipPolicy {
     AllDownPolicy all_down = AllDownPolicy::kKeepLast;
     DownFlows down_flows = DownFlows::kPin;
+    /// Slow start scales every weight of the VIP (placement depends on
+    /// ratios); a ring would be rebuilt by scaled weights, so it ramps by
+    /// smaller weights instead (health.h EffectiveWeight).
+    bool ramp_by_scaling = true;
     bool all_down_now = false;
   };
 
@@ -88,6 +92,8 @@ class HealthTask : public ControlTask, public SnapshotInputSource {
   void MaybeRebuild();
   void ArmChangeTimer();
   void PublishStatus(const Backend& b);
+  // Logs and counts a change of reported health.
+  void Transitioned(Backend& b, const HealthTransition& t);
 
   Options options_;
   EventLoop* loop_ = nullptr;

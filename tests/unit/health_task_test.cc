@@ -120,7 +120,9 @@ class HealthTaskTest : public ::testing::Test {
     ASSERT_TRUE(next.ok()) << next.status();
     state_ = std::shared_ptr<const LbState>(*std::move(next));
     task_->ConfigPublished(*state_);
-    if (first) ASSERT_TRUE(task_->Start(*loop_).ok());
+    if (first) {
+      ASSERT_TRUE(task_->Start(*loop_).ok());
+    }
   }
 
   const BackendState& Of(const std::string& name) const {
@@ -148,7 +150,7 @@ class HealthTaskTest : public ::testing::Test {
   std::unique_ptr<SnapshotInputs> inputs_;
   std::mutex mu_;
   ControlStats stats_;
-  TunnelProbeMap tunnel_;
+  TunnelProbeTable tunnel_;
   std::unique_ptr<HealthTask> task_;
   std::shared_ptr<const LbState> state_;
   int rebuilds_ = 0;
