@@ -6,6 +6,7 @@ down however it ends."""
 import os
 import re
 import subprocess
+import time
 
 import lbtest
 from lbtest import VIP, run
@@ -39,11 +40,79 @@ def show_distribution(tb, mode, n):
     return counts
 
 
+# web-gre is checked over HTTP through the kernel interface maglb0 (the host's
+# own TCP stack on the data port), and ramps a recovered backend in over 4 s.
+HEALTH = """
+[kernel]
+interface = "maglb0"
+
+[health]
+rebuild_interval_ms = 500
+slow_start_steps = 4
+
+[[health_check]]
+name = "http"
+type = "http"
+interval_ms = 500
+timeout_ms = 300
+rise = 2
+fall = 2
+"""
+
+
+def with_health(text):
+    return text.replace('name = "web-gre"\n', 'name = "web-gre"\nhealth_check = "http"\nslow_start_s = 4\n') + HEALTH
+
+
+def vip_table(tb, vip):
+    out = run([lbtest.MAGLBCTL, "stats", "--prefix", tb.prefix]).stdout
+    for block in out.split("\n\n"):
+        if block.startswith('vip "%s"' % vip):
+            return "  " + block.strip().replace("\n", "\n  ")
+    return "  (vip %s not in maglbctl stats)" % vip
+
+
+def backend(tb, vip, name):
+    return {b["name"]: b for b in tb.stats()["vips"][vip]["backends"]}[name]
+
+
+def show_health(tb):
+    banner("Health checks: be2's HTTP server stops (HTTP checks of web-gre every 500 ms, fall 2, rise 2)")
+    lbtest.ns("mlb-lb", "ip", "route", "replace", "default", "via", "10.0.0.1", "dev", "maglb0")
+    tb.wait_for(lambda: backend(tb, "web-gre", "be2")["health"] == "up", "be2 up", 20)
+    print(vip_table(tb, "web-gre"))
+    subprocess.run([lbtest.TESTBED, "service", "be2", "server", "stop"], check=True, capture_output=True,
+                   env=tb.testbed_env(), pass_fds=(tb.lock.fileno(),))
+    tb.wait_for(lambda: backend(tb, "web-gre", "be2")["effective_weight"] == 0, "be2 out of the table", 20)
+    print("\n  " + [x for x in tb.read_log().splitlines() if "backend be2:" in x][-1].split("maglb: ")[1])
+    print("  " + [x for x in tb.read_log().splitlines() if "health (" in x][-1].split("maglb: ")[1][:150])
+    print()
+    print(vip_table(tb, "web-gre"))
+    print()
+    show_distribution(tb, "gre", 120)
+    banner("be2's server starts again: up after 2 good checks, then slow start over 4 s")
+    subprocess.run([lbtest.TESTBED, "service", "be2", "server", "start"], check=True, capture_output=True,
+                   env=tb.testbed_env(), pass_fds=(tb.lock.fileno(),))
+    t0 = time.time()
+    last = None
+    while time.time() - t0 < 15:
+        b2, b1 = backend(tb, "web-gre", "be2"), backend(tb, "web-gre", "be1")
+        now = (b2["health"], b2["effective_weight"], b1["effective_weight"], b2["entries"])
+        if now != last:
+            print("  t=%4.1fs  be2 %-5s effective weight %d (be1: %d), table entries %d" % ((time.time() - t0,) + now))
+            last = now
+        if b2["health"] == "up" and b2["effective_weight"] == b1["effective_weight"] == 1:
+            break
+        time.sleep(0.2)
+    print()
+    show_distribution(tb, "gre", 120)
+
+
 def main():
     backends = {m: {"be1": 1, "be2": 1, "be3": 1} for m in VIP}
     banner("Test topology: client -> router -> maglb (DPDK net_pcap on a veth) -> be1..be3, "
            "replies straight back (DSR)")
-    with lbtest.Testbed(lbtest.config_text(backends)) as tb:
+    with lbtest.Testbed(with_health(lbtest.config_text(backends))) as tb:
         print([x for x in tb.read_log().splitlines() if "started:" in x][0])
         print("  backends decapsulate GRE / IP-in-IP in user space (maglb-decap); L2 DSR needs none")
 
@@ -69,7 +138,7 @@ def main():
         diff = run([lbtest.MAGLBCTL, "diff", old_path, new_path]).stdout
         block = diff.split('vip "web-gre"')[1].split("\n\n")[0]
         print('  vip "web-gre"' + block.replace("\n", "\n  ") + "\n")
-        tb.reload(lbtest.config_text(backends))
+        tb.reload(with_health(lbtest.config_text(backends)))
         print("  " + [x for x in tb.read_log().splitlines() if "reload" in x][-1].split("maglb: ")[1][:160] + " ...")
         print("  stream still running: %s" % stream.running())
         stream.check("the stream across the reload")
@@ -80,6 +149,8 @@ def main():
         banner("maglbctl stats (from the running daemon, over DPDK telemetry)")
         out = run([lbtest.MAGLBCTL, "stats", "--prefix", tb.prefix]).stdout
         print("\n".join(out.split("\n\n")[:2]))
+
+        show_health(tb)
         banner("Stopping maglb (SIGTERM) and tearing the testbed down")
 
 
