@@ -154,6 +154,16 @@ constexpr std::string_view LocalName(LocalCounter c) { return kLocalCounterLabel
     "ARP requests sent for next hops", v.control.arp_requests_sent)                               \
   X(kNdRequestsSent, "nd_requests_sent", kCounter, "packets", kNoLabels,                          \
     "Neighbour solicitations sent for next hops", v.control.nd_requests_sent)                     \
+  X(kHealthProbes, "health_probes", kCounter, "probes", kNoLabels,                                \
+    "Health probes sent, to every checked backend", v.control.health_probes)                      \
+  X(kHealthProbeFailures, "health_probe_failures", kCounter, "probes", kNoLabels,                 \
+    "Health probes that failed", v.control.health_probe_failures)                                 \
+  X(kHealthTransitions, "health_transitions", kCounter, "transitions", kNoLabels,                 \
+    "Changes of a backend's health (up to down, down to up), every backend",                      \
+    v.control.health_transitions)                                                                 \
+  X(kHealthRebuilds, "health_rebuilds", kCounter, "rebuilds", kNoLabels,                          \
+    "Snapshots rebuilt for health changes and slow starts (not for reloads)",                     \
+    v.control.health_rebuilds)                                                                    \
   X(kVipPackets, "vip_packets", kCounter, "packets", kByVip, "Packets to the VIP forwarded",      \
     v.Vip(k).counters.packets)                                                                    \
   X(kVipBytes, "vip_bytes", kCounter, "bytes", kByVip, "Bytes to the VIP forwarded",              \
@@ -165,7 +175,11 @@ constexpr std::string_view LocalName(LocalCounter c) { return kLocalCounterLabel
   X(kVipBoundedLoadOver, "vip_bounded_load_over", kCounter, "flows", kByVip,                      \
     "New flows that found no backend below the bounded-load capacity", v.Vip(k).bounded_load_over) \
   X(kBackendWeights, "backend_weights", kGauge, "weight", kByBackend,                             \
-    "The backend's configured weight", v.Backend(k).weight)                                       \
+    "The backend's configured weight", v.Backend(k).configured_weight)                            \
+  X(kBackendEffectiveWeights, "backend_effective_weights", kGauge, "weight", kByBackend,          \
+    "The weight the backend's table entries were built with: 0 while down, ramping up to the "    \
+    "configured weight during a slow start",                                                      \
+    v.Backend(k).weight)                                                                          \
   X(kBackendTableEntries, "backend_table_entries", kGauge, "entries", kByBackend,                 \
     "Lookup table entries the backend holds", v.TableEntries(k))                                  \
   X(kBackendPackets, "backend_packets", kCounter, "packets", kByBackend,                          \
@@ -175,7 +189,25 @@ constexpr std::string_view LocalName(LocalCounter c) { return kLocalCounterLabel
   X(kBackendNewFlows, "backend_new_flows", kCounter, "flows", kByBackend,                         \
     "New flows sent to the backend", v.BackendFlow(k).new_flows)                                  \
   X(kBackendNextHopResolved, "backend_next_hop_resolved", kGauge, "boolean", kByBackend,          \
-    "1 when the MAC of the backend's next hop is known, else 0", v.Backend(k).next_hop_known)
+    "1 when the MAC of the backend's next hop is known, else 0", v.Backend(k).next_hop_known)    \
+  X(kBackendHealthUp, "backend_health_up", kGauge, "boolean", kByBackend,                         \
+    "0 when the backend's health check has it down, 1 when up or unchecked (no check)",           \
+    v.Health(k) != BackendHealth::kDown)                                                          \
+  X(kBackendHealthChecked, "backend_health_checked", kGauge, "boolean", kByBackend,               \
+    "1 when a health check watches the backend, 0 when it is unchecked",                          \
+    v.Health(k) != BackendHealth::kUnchecked)                                                     \
+  X(kBackendHealthHeldDown, "backend_health_held_down", kGauge, "boolean", kByBackend,            \
+    "1 while the backend is held down for flapping (down until it is stable), else 0",            \
+    v.HealthStatus(k).held_down)                                                                  \
+  X(kBackendHealthSince, "backend_health_since_ms", kGauge, "milliseconds", kByBackend,           \
+    "When the backend's health last changed (or its check began), Unix time; 0 when unchecked",   \
+    v.HealthStatus(k).since_unix_ms)                                                              \
+  X(kBackendHealthProbes, "backend_health_probes", kCounter, "probes", kByBackend,                \
+    "Health probes sent to the backend (0 when unchecked)", v.HealthStatus(k).probes)             \
+  X(kBackendHealthProbeFailures, "backend_health_probe_failures", kCounter, "probes", kByBackend, \
+    "Health probes of the backend that failed", v.HealthStatus(k).probe_failures)                 \
+  X(kBackendHealthTransitions, "backend_health_transitions", kCounter, "transitions", kByBackend, \
+    "Changes of the backend's health (up to down, down to up)", v.HealthStatus(k).transitions)
 
 enum class MetricId : uint16_t {
 #define MAGLB_METRIC_ID(id, name, type, unit, labels, help, read) id,
@@ -227,6 +259,27 @@ std::span<const std::string_view> LabelNames(MetricLabels kind);
 
 /// A kVip metric's name in /maglb/vip (the endpoint names the VIP): "packets".
 std::string_view VipKey(const MetricInfo& m);
+
+// What /maglb/vip shows per backend besides the metrics: parallel arrays of
+// text, one entry per backend as the metric arrays are. A backend without a
+// health check has "unchecked" and empty texts.
+inline constexpr std::string_view kBackendNamesKey = "backend_names";
+inline constexpr std::string_view kBackendAddressesKey = "backend_addresses";
+/// "up", "down", "unchecked" (maglb/health.h HealthName).
+inline constexpr std::string_view kBackendHealthKey = "backend_health";
+/// The reason of the backend's last health transition (or of its first state).
+inline constexpr std::string_view kBackendHealthReasonsKey = "backend_health_reasons";
+/// What the check does: "http via tunnel to 10.100.0.1:80 from port 61003".
+inline constexpr std::string_view kBackendHealthChecksKey = "backend_health_checks";
+/// The last probe's detail: "connect timeout 500 ms".
+inline constexpr std::string_view kBackendLastProbesKey = "backend_last_probes";
+/// Every per-backend text array, in /maglb/vip's order.
+inline constexpr std::string_view kBackendTextKeys[] = {
+    kBackendNamesKey,         kBackendAddressesKey,    kBackendHealthKey,
+    kBackendHealthReasonsKey, kBackendHealthChecksKey, kBackendLastProbesKey};
+/// The longest text value telemetry sends: DPDK's RTE_TEL_MAX_STRING_LEN
+/// less its NUL (DPDK cuts a longer one there, wherever that falls).
+inline constexpr size_t kMaxTelemetryText = 127;
 
 }  // namespace maglb
 

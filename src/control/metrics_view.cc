@@ -68,4 +68,27 @@ uint64_t MetricsView::TableEntries(const MetricKey& k) const {
   return k.backend < entries_.size() ? entries_[k.backend] : 0;
 }
 
+const BackendHealthStatus* MetricsView::FindHealthStatus(const MetricKey& k) const {
+  // Each metric of a backend asks in turn: one map lookup per backend.
+  if (health_vip_ != k.vip || health_backend_ != k.backend) {
+    const VipState& vip = state.vips()[k.vip];
+    auto it = control.backend_health.find({vip.name, vip.backends[k.backend].name});
+    health_ = it != control.backend_health.end() ? &it->second : nullptr;
+    health_vip_ = k.vip;
+    health_backend_ = k.backend;
+  }
+  return health_;
+}
+
+const BackendHealthStatus& MetricsView::HealthStatus(const MetricKey& k) const {
+  static const BackendHealthStatus kNone;
+  const BackendHealthStatus* status = FindHealthStatus(k);
+  return status != nullptr ? *status : kNone;
+}
+
+BackendHealth MetricsView::Health(const MetricKey& k) const {
+  const BackendHealthStatus* status = FindHealthStatus(k);
+  return status != nullptr ? status->health : Backend(k).health;
+}
+
 }  // namespace maglb

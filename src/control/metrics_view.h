@@ -5,10 +5,12 @@
 #ifndef MAGLB_CONTROL_METRICS_VIEW_H_
 #define MAGLB_CONTROL_METRICS_VIEW_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "control/control_stats.h"
 #include "control/controller.h"
 #include "maglb/metrics.h"
 
@@ -44,8 +46,20 @@ class MetricsView {
   }
   /// Lookup table entries of a backend; one pass over the VIP's table per request.
   uint64_t TableEntries(const MetricKey& k) const;
+  /// What the health task says of the backend (ControlStats::backend_health):
+  /// for an unchecked backend, or one it has not seen yet, an empty status
+  /// (unchecked, no texts, zeros).
+  const BackendHealthStatus& HealthStatus(const MetricKey& k) const;
+  /// The backend's health: the check's verdict when the health task has one
+  /// (the table follows within a rebuild: see effective_weight), else what
+  /// the snapshot was built with.
+  BackendHealth Health(const MetricKey& k) const;
 
  private:
+  const BackendHealthStatus* FindHealthStatus(const MetricKey& k) const;  // null: none
+
+  mutable size_t health_vip_ = SIZE_MAX, health_backend_ = SIZE_MAX;  // whose status health_ is
+  mutable const BackendHealthStatus* health_ = nullptr;
   mutable size_t entries_vip_ = SIZE_MAX;  // whose counts entries_ holds
   mutable std::vector<uint32_t> entries_;
 };

@@ -2,14 +2,20 @@
 
 #include <rte_telemetry.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <cstring>
+#include <iterator>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "control/metrics_view.h"
+#include "control/telemetry_text.h"
+#include "maglb/health.h"
 #include "maglb/metrics.h"
 
 namespace maglb {
@@ -43,21 +49,42 @@ class ControllerRef {
 std::string Hex(uint64_t v) { return absl::StrFormat("%016x", v); }
 
 // DPDK's reply buffer is 16 KB (MAX_OUTPUT_LEN, not exported); what does not
-// fit is left out without a word. A /maglb/vip page keeps its backend arrays
-// (a /maglb/vips page its VIP arrays) within this, leaving the rest for the
-// other fields and the keys.
-constexpr size_t kVipBackendBudget = 16 * 1024 - 2048;
+// fit is left out without a word (a whole array at once). A /maglb/vips page
+// keeps its VIP arrays within kVipListBudget, leaving the rest for the other
+// fields and the keys; a /maglb/vip page counts its fields as it adds them
+// (ReplyDict) and gives its backend rows what is left, less kReplySlack for
+// the reply's wrapper ({"/maglb/vip": ...}).
+constexpr size_t kReplyBytes = 16 * 1024;
+constexpr size_t kVipListBudget = kReplyBytes - 2048;
+constexpr size_t kReplySlack = 256;
 
-size_t Digits(uint64_t v) {
-  size_t n = 1;
-  while (v >= 10) v /= 10, ++n;
-  return n;
+// Every text goes through TelemetryText (telemetry_text.h): DPDK mangles
+// bytes above 0x7f and cuts long strings anywhere.
+void AddString(rte_tel_data* d, const char* name, std::string_view s) {
+  rte_tel_data_add_dict_string(d, name, TelemetryText(s).c_str());
 }
 
-void AddString(rte_tel_data* d, const char* name, const std::string& s) {
-  // Telemetry strings are limited to RTE_TEL_MAX_STRING_LEN (with the NUL).
-  rte_tel_data_add_dict_string(d, name, s.substr(0, RTE_TEL_MAX_STRING_LEN - 1).c_str());
-}
+// A reply's dict, with the bytes its entries take so far.
+class ReplyDict {
+ public:
+  explicit ReplyDict(rte_tel_data* d) : d_(d) {}
+  size_t used() const { return used_; }
+  void Str(const char* key, std::string_view value) {
+    const std::string text = TelemetryText(value);
+    used_ += std::strlen(key) + 3 + TelemetryStringCost(text);  // "key": and the value
+    rte_tel_data_add_dict_string(d_, key, text.c_str());
+  }
+  void U64(const char* key, uint64_t value) {
+    used_ += std::strlen(key) + 3 + TelemetryNumberCost(value);
+    rte_tel_data_add_dict_u64(d_, key, value);
+  }
+  /// What an array's key and brackets take (its entries are counted by the caller).
+  static size_t ArrayCost(std::string_view key) { return key.size() + 3 + 3; }
+
+ private:
+  rte_tel_data* d_;
+  size_t used_ = 2;  // {}
+};
 
 // Labels whose values /maglb/stats shows; VIP and backend metrics are /maglb/vip's.
 bool InStats(const MetricInfo& m) {
@@ -140,11 +167,11 @@ int CmdVips(const char*, const char* params, rte_tel_data* d) {
     size_t used = 0, count = 0;
     for (size_t i = offset; i < state.vips().size() && count < RTE_TEL_MAX_ARRAY_ENTRIES; ++i) {
       const VipState& v = state.vips()[i];
-      const size_t cost = v.name.size() + 3 + 16 + 3;
-      if (count > 0 && used + cost > kVipBackendBudget) break;
+      const size_t cost = TelemetryStringCost(v.name) + TelemetryStringCost(Hex(v.fingerprint()));
+      if (count > 0 && used + cost > kVipListBudget) break;
       used += cost;
       ++count;
-      rte_tel_data_add_array_string(names, v.name.c_str());
+      rte_tel_data_add_array_string(names, TelemetryText(v.name).c_str());
       rte_tel_data_add_array_string(fps, Hex(v.fingerprint()).c_str());
     }
     rte_tel_data_add_dict_u64(d, "vip_total", state.vips().size());
@@ -181,66 +208,86 @@ int CmdVip(const char*, const char* params, rte_tel_data* d) {
       const VipState& v = state.vips()[i];
       if (v.name != wanted) continue;
       rc = 0;
-      AddString(d, "name", v.name);
-      AddString(d, "address", v.address.ToString());
-      AddString(d, "protocol", std::string(ToString(v.protocol)));
-      rte_tel_data_add_dict_u64(d, "port", v.port);
-      AddString(d, "forwarding", std::string(ToString(v.forwarding)));
-      AddString(d, "algorithm", std::string(ToString(v.algorithm)));
-      rte_tel_data_add_dict_u64(d, "table_size", v.table->size());
-      AddString(d, "fingerprint", Hex(v.fingerprint()));
-      rte_tel_data_add_dict_u64(d, "generation", state.generation());
+      ReplyDict dict(d);
+      dict.Str("name", v.name);
+      dict.Str("address", v.address.ToString());
+      dict.Str("protocol", ToString(v.protocol));
+      dict.U64("port", v.port);
+      dict.Str("forwarding", ToString(v.forwarding));
+      dict.Str("algorithm", ToString(v.algorithm));
+      dict.U64("table_size", v.table->size());
+      dict.Str("fingerprint", Hex(v.fingerprint()));
+      dict.U64("generation", state.generation());
+      dict.U64("backend_total", v.backends.size());
+      dict.U64("backend_offset", offset);
       const MetricsView view(state, t, cs, opt, NowNs());
       MetricKey k;
       k.vip = i;
       std::vector<const MetricInfo*> backend_metrics;
       for (const MetricInfo& m : Metrics()) {
         if (m.labels.kind == MetricLabels::kVip) {
-          rte_tel_data_add_dict_u64(d, std::string(VipKey(m)).c_str(), view.Read(m.id, k));
+          dict.U64(std::string(VipKey(m)).c_str(), view.Read(m.id, k));
         } else if (m.labels.kind == MetricLabels::kVipBackend) {
           backend_metrics.push_back(&m);
         }
       }
-      // Per backend: its name and address, then one array per backend metric.
-      rte_tel_data* names = rte_tel_data_alloc();
-      rte_tel_data* addrs = rte_tel_data_alloc();
-      rte_tel_data_start_array(names, RTE_TEL_STRING_VAL);
-      rte_tel_data_start_array(addrs, RTE_TEL_STRING_VAL);
-      std::vector<rte_tel_data*> arrays;
-      for (size_t m = 0; m < backend_metrics.size(); ++m) {
-        arrays.push_back(rte_tel_data_alloc());
-        rte_tel_data_start_array(arrays.back(), RTE_TEL_U64_VAL);
+      // Per backend, parallel arrays: its texts (name, address, health and
+      // what its check says), then one array per backend metric.
+      constexpr auto& text_keys = kBackendTextKeys;
+      constexpr size_t kTexts = std::size(text_keys);
+      size_t arrays_cost = 0;
+      std::vector<rte_tel_data*> texts, numbers;
+      for (std::string_view key : text_keys) {
+        texts.push_back(rte_tel_data_alloc());
+        rte_tel_data_start_array(texts.back(), RTE_TEL_STRING_VAL);
+        arrays_cost += ReplyDict::ArrayCost(key);
+      }
+      for (const MetricInfo* m : backend_metrics) {
+        numbers.push_back(rte_tel_data_alloc());
+        rte_tel_data_start_array(numbers.back(), RTE_TEL_U64_VAL);
+        arrays_cost += ReplyDict::ArrayCost(m->name);
       }
       // One page of backends, from `offset`: as many as fit DPDK's array
-      // limit and, by their printed length, its reply limit (beyond either
-      // DPDK silently drops entries or whole arrays).
+      // limit and, by their printed length (texts included, escapes
+      // counted), what the reply has left (beyond either DPDK silently drops
+      // entries or whole arrays). Every text is at most kMaxTelemetryText,
+      // so one backend always fits a page.
+      const size_t fixed = dict.used() + arrays_cost + kReplySlack;
+      const size_t budget = fixed < kReplyBytes ? kReplyBytes - fixed : 0;
       size_t used = 0, count = 0;
+      std::array<std::string, kTexts> row_texts;
       std::vector<uint64_t> values(backend_metrics.size());
       for (k.backend = offset; k.backend < v.backends.size() && count < RTE_TEL_MAX_ARRAY_ENTRIES;
            ++k.backend) {
         const BackendState& bs = v.backends[k.backend];
-        const std::string address = bs.target.backend.ToString();
-        size_t cost = bs.name.size() + 3 + address.size() + 3;
+        const BackendHealthStatus& health = view.HealthStatus(k);
+        // In kBackendTextKeys' order.
+        row_texts = {TelemetryText(bs.name),
+                     TelemetryText(bs.target.backend.ToString()),
+                     TelemetryText(HealthName(view.Health(k))),
+                     TelemetryText(health.reason),
+                     TelemetryText(health.check),
+                     TelemetryText(health.last_probe)};
+        size_t cost = 0;
+        for (const std::string& text : row_texts) cost += TelemetryStringCost(text);
         for (size_t m = 0; m < backend_metrics.size(); ++m) {
           values[m] = view.Read(backend_metrics[m]->id, k);
-          cost += Digits(values[m]) + 2;
+          cost += TelemetryNumberCost(values[m]);
         }
-        if (count > 0 && used + cost > kVipBackendBudget) break;
+        if (count > 0 && used + cost > budget) break;
         used += cost;
         ++count;
-        rte_tel_data_add_array_string(names, bs.name.c_str());
-        rte_tel_data_add_array_string(addrs, address.c_str());
+        for (size_t a = 0; a < kTexts; ++a) rte_tel_data_add_array_string(texts[a], row_texts[a].c_str());
         for (size_t m = 0; m < backend_metrics.size(); ++m) {
-          rte_tel_data_add_array_u64(arrays[m], values[m]);
+          rte_tel_data_add_array_u64(numbers[m], values[m]);
         }
       }
-      rte_tel_data_add_dict_u64(d, "backend_total", v.backends.size());
-      rte_tel_data_add_dict_u64(d, "backend_offset", offset);
-      rte_tel_data_add_dict_container(d, "backend_names", names, 0);
-      rte_tel_data_add_dict_container(d, "backend_addresses", addrs, 0);
+      for (size_t a = 0; a < kTexts; ++a) {
+        rte_tel_data_add_dict_container(d, std::string(text_keys[a]).c_str(), texts[a], 0);
+      }
       for (size_t m = 0; m < backend_metrics.size(); ++m) {
         rte_tel_data_add_dict_container(d, std::string(backend_metrics[m]->name).c_str(),
-                                        arrays[m], 0);
+                                        numbers[m], 0);
       }
       break;
     }

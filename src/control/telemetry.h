@@ -7,10 +7,12 @@
 //                      from OFFSET, with vip_total and vip_offset
 //   /maglb/vip,NAME[,OFFSET]
 //                      one VIP: its settings, fingerprint, counters, and per
-//                      backend (parallel arrays) name, address, weight,
-//                      packets, bytes, new flows, next hop resolved; one page
-//                      of backends from OFFSET, with backend_total and
-//                      backend_offset (replies are capped at 16 KB)
+//                      backend (parallel arrays) name, address, health and
+//                      the texts of its check (maglb/metrics.h
+//                      kBackendHealthKey...), then every backend metric
+//                      (weights, entries, packets, ..., health counters);
+//                      one page of backends from OFFSET, with backend_total
+//                      and backend_offset (replies are capped at 16 KB)
 // Their counters and gauges are the metric list's (maglb/metrics.h), named
 // and read from it.
 #ifndef MAGLB_CONTROL_TELEMETRY_H_

@@ -9,7 +9,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "report.h"
 #include "maglb/exit_codes.h"
+#include "maglb/health.h"
 #include "maglb/lb_state.h"
 #include "maglb/metrics.h"
 #include "nlohmann/json.hpp"
@@ -134,11 +138,11 @@ std::string Dump(const Json& j) {
   return report::InlineJson(j, {.array_separator = ",", .floats_as_nine_digits = false});
 }
 
-// The per-backend arrays of /maglb/vip, in the order the table prints them:
-// names and addresses, then every backend metric of the list.
+// The per-backend arrays of /maglb/vip: names and addresses, the texts of
+// health, then every backend metric of the list.
 const std::vector<std::string>& BackendArrays() {
   static const std::vector<std::string> keys = [] {
-    std::vector<std::string> k = {"backend_names", "backend_addresses"};
+    std::vector<std::string> k(std::begin(kBackendTextKeys), std::end(kBackendTextKeys));
     for (const MetricInfo& m : Metrics()) {
       if (m.labels.kind == MetricLabels::kVipBackend) k.emplace_back(m.name);
     }
@@ -146,6 +150,25 @@ const std::vector<std::string>& BackendArrays() {
   }();
   return keys;
 }
+
+// What a maglb from before health checks does not send. A reply without
+// backend_health is from one: these arrays are not missing from it (its
+// backends' health prints "?", JSON null); a reply with it lacks none.
+bool IsHealthArray(std::string_view key) {
+  using enum MetricId;
+  for (std::string_view text : {kBackendHealthKey, kBackendHealthReasonsKey, kBackendHealthChecksKey,
+                                kBackendLastProbesKey}) {
+    if (key == text) return true;
+  }
+  for (MetricId id : {kBackendEffectiveWeights, kBackendHealthUp, kBackendHealthChecked, kBackendHealthHeldDown,
+                      kBackendHealthSince, kBackendHealthProbes, kBackendHealthProbeFailures,
+                      kBackendHealthTransitions}) {
+    if (key == GetMetric(id).name) return true;
+  }
+  return false;
+}
+bool SendsHealth(const Json& vip) { return vip.contains(std::string(kBackendHealthKey)); }
+
 constexpr int kPageAttempts = 3;
 
 size_t ArraySize(const Json* a) { return a != nullptr && a->is_array() ? a->size() : 0; }
@@ -165,7 +188,7 @@ absl::StatusOr<Json> FetchVip(TelemetryClient& client, const std::string& name) 
           total, kMaxBackendsTotal));
     }
     Json merged = *std::move(first);
-    size_t have = ArraySize(Get(merged, "backend_names"));
+    size_t have = ArraySize(Get(merged, kBackendNamesKey));
     bool restart = false;
     while (have < U64(merged, "backend_total")) {
       absl::StatusOr<Json> page = client.Query(absl::StrFormat("/maglb/vip,%s,%u", name, have),
@@ -178,7 +201,7 @@ absl::StatusOr<Json> FetchVip(TelemetryClient& client, const std::string& name) 
         restart = true;
         break;
       }
-      const size_t page_rows = ArraySize(Get(*page, "backend_names"));
+      const size_t page_rows = ArraySize(Get(*page, kBackendNamesKey));
       if (page_rows == 0) break;  // reported as short
       for (const std::string& key : BackendArrays()) {
         auto into = merged.find(key);
@@ -261,9 +284,11 @@ absl::StatusOr<VipList> FetchVipNames(TelemetryClient& client) {
 // What the reply of a VIP lacks for its backend count, in words; "" if none.
 std::string VipGaps(const Json& v) {
   const uint64_t want = Get(v, "backend_total") != nullptr ? U64(v, "backend_total")
-                                                           : ArraySize(Get(v, "backend_names"));
+                                                           : ArraySize(Get(v, kBackendNamesKey));
   std::vector<std::string> gaps;
+  const bool sends_health = SendsHealth(v);
   for (const std::string& key : BackendArrays()) {
+    if (!sends_health && IsHealthArray(key)) continue;
     const Json* a = Get(v, key);
     if (a == nullptr || !a->is_array()) {
       gaps.push_back(absl::StrFormat("%s missing", key));
@@ -291,10 +316,135 @@ std::string NonZeroReasons(const Json& stats, MetricId family) {
 // One VIP of the details: its name and its reply (pages merged).
 using VipDetail = std::pair<std::string, Json>;
 
-// The --format json output: /maglb/stats' reply as it came, and each VIP's.
+// The backends a VIP reply has rows for: backend_total, or (an older maglb)
+// its names. FetchVip has refused a total past kMaxBackendsTotal.
+size_t BackendRows(const Json& v) {
+  return Get(v, "backend_total") != nullptr ? U64(v, "backend_total") : ArraySize(Get(v, kBackendNamesKey));
+}
+
+// Entry i of the reply's array `key`; null if it has none there.
+const Json* Entry(const Json& v, std::string_view key, size_t i) {
+  const Json* a = Get(v, key);
+  return ArraySize(a) > i ? &(*a)[i] : nullptr;
+}
+const Json* Entry(const Json& v, MetricId id, size_t i) { return Entry(v, GetMetric(id).name, i); }
+// A counter or gauge as maglb sends it, a non-negative integer; nullopt for
+// anything else (absent, negative, a float, a string).
+std::optional<uint64_t> Count(const Json* x) {
+  if (x == nullptr || !x->is_number_integer()) return std::nullopt;
+  if (x->is_number_unsigned()) return x->get<uint64_t>();
+  const int64_t i = x->get<int64_t>();
+  return i >= 0 ? std::optional<uint64_t>(static_cast<uint64_t>(i)) : std::nullopt;
+}
+std::optional<std::string> Text(const Json* x) {
+  return x != nullptr && x->is_string() ? std::optional<std::string>(x->get<std::string>()) : std::nullopt;
+}
+
+// A text of the reply as the terminal gets it: printable ASCII, anything
+// else '?' (no escape sequence of a hostile reply reaches the terminal; a
+// real maglb sends nothing else), at most kMaxShownText bytes.
+constexpr size_t kMaxShownText = 200;
+std::string Shown(std::string_view s) {
+  const bool cut = s.size() > kMaxShownText;
+  std::string out;
+  for (char ch : s.substr(0, cut ? kMaxShownText - 3 : s.size())) {
+    out += ch >= 0x20 && ch < 0x7f ? ch : '?';
+  }
+  return cut ? out + "..." : out;
+}
+std::string ShownCount(std::optional<uint64_t> c) { return c ? Num(*c) : "?"; }
+
+// Unix milliseconds as UTC ISO 8601 ("2026-12-01T18:30:02Z"); "?" for none
+// (0) or what no clock says (past the year 9999).
+std::string UtcTime(std::optional<uint64_t> unix_ms) {
+  constexpr uint64_t kYear10000Ms = 253402300800000;
+  if (!unix_ms || *unix_ms == 0 || *unix_ms >= kYear10000Ms) return "?";
+  const time_t secs = static_cast<time_t>(*unix_ms / 1000);
+  tm utc{};
+  char buf[32];
+  if (gmtime_r(&secs, &utc) == nullptr || std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &utc) == 0) {
+    return "?";
+  }
+  return buf;
+}
+
+// What the check of backend i says, for the table: "be2: down since
+// 2026-12-01T18:30:02Z (3 consecutive failures: connect timeout 500 ms);
+// http via tunnel to 10.100.0.1:80; probes 40, failed 12, transitions 3;
+// last probe: connection refused". Nullopt for a backend without a check,
+// or whose health the reply lacks.
+std::optional<std::string> HealthNote(const Json& v, size_t i) {
+  using enum MetricId;
+  const std::optional<std::string> health = Text(Entry(v, kBackendHealthKey, i));
+  if (!health || *health == HealthName(BackendHealth::kUnchecked)) return std::nullopt;
+  const std::string name = Text(Entry(v, kBackendNamesKey, i)).value_or("?");
+  std::string note = absl::StrFormat("%s: %s", Shown(name), Shown(*health));
+  if (Count(Entry(v, kBackendHealthHeldDown, i)).value_or(0) == 1) note += " (held down: flapping)";
+  absl::StrAppend(&note, " since ", UtcTime(Count(Entry(v, kBackendHealthSince, i))));
+  if (std::optional<std::string> reason = Text(Entry(v, kBackendHealthReasonsKey, i)); reason && !reason->empty()) {
+    absl::StrAppend(&note, " (", Shown(*reason), ")");
+  }
+  absl::StrAppend(&note, "; ", Shown(Text(Entry(v, kBackendHealthChecksKey, i)).value_or("check ?")));
+  absl::StrAppend(&note, absl::StrFormat("; probes %s, failed %s, transitions %s",
+                                         ShownCount(Count(Entry(v, kBackendHealthProbes, i))),
+                                         ShownCount(Count(Entry(v, kBackendHealthProbeFailures, i))),
+                                         ShownCount(Count(Entry(v, kBackendHealthTransitions, i)))));
+  if (std::optional<std::string> probe = Text(Entry(v, kBackendLastProbesKey, i)); probe && !probe->empty()) {
+    absl::StrAppend(&note, "; last probe: ", Shown(*probe));
+  }
+  return note;
+}
+
+// Backend i as one JSON object, from the reply's parallel arrays. A value
+// the reply lacks (an older maglb, a short or hostile reply) is null, never
+// a made-up one.
+Json BackendObject(const Json& v, size_t i) {
+  using enum MetricId;
+  auto text = [&](std::string_view key) {
+    std::optional<std::string> t = Text(Entry(v, key, i));
+    return t ? Json(*t) : Json(nullptr);
+  };
+  auto count = [&](MetricId id) {
+    std::optional<uint64_t> c = Count(Entry(v, id, i));
+    return c ? Json(*c) : Json(nullptr);
+  };
+  auto flag = [&](MetricId id) {  // a 0/1 gauge
+    std::optional<uint64_t> c = Count(Entry(v, id, i));
+    return c && *c <= 1 ? Json(*c == 1) : Json(nullptr);
+  };
+  Json b = Json::object();
+  b["name"] = text(kBackendNamesKey);
+  b["address"] = text(kBackendAddressesKey);
+  b["weight"] = count(kBackendWeights);
+  b["effective_weight"] = count(kBackendEffectiveWeights);
+  b["health"] = text(kBackendHealthKey);
+  b["health_reason"] = text(kBackendHealthReasonsKey);
+  b["health_since_ms"] = count(kBackendHealthSince);
+  b["health_held_down"] = flag(kBackendHealthHeldDown);
+  b["entries"] = count(kBackendTableEntries);
+  b["packets"] = count(kBackendPackets);
+  b["bytes"] = count(kBackendBytes);
+  b["new_flows"] = count(kBackendNewFlows);
+  b["next_hop_resolved"] = flag(kBackendNextHopResolved);
+  b["probes"] = count(kBackendHealthProbes);
+  b["probe_failures"] = count(kBackendHealthProbeFailures);
+  b["transitions"] = count(kBackendHealthTransitions);
+  b["check"] = text(kBackendHealthChecksKey);
+  b["last_probe"] = text(kBackendLastProbesKey);
+  return b;
+}
+
+// The --format json output: /maglb/stats' reply as it came, and each VIP's
+// (its pages merged) with "backends": one object per backend, for tools
+// that read keys rather than parallel arrays.
 void RenderJson(const std::string& stats_raw, const std::vector<VipDetail>& vips) {
   std::vector<std::string> details;
-  for (const auto& [name, v] : vips) details.push_back(absl::StrCat(Json(name).dump(), ": ", Dump(v)));
+  for (const auto& [name, v] : vips) {
+    Json with_backends = v;
+    Json& backends = with_backends["backends"] = Json::array();
+    for (size_t i = 0; i < BackendRows(v); ++i) backends.push_back(BackendObject(v, i));
+    details.push_back(absl::StrCat(Json(name).dump(), ": ", Dump(with_backends)));
+  }
   std::printf("{\"stats\": %s, \"vips\": {%s}}\n", stats_raw.c_str(),
               absl::StrJoin(details, ", ").c_str());
 }
@@ -336,7 +486,14 @@ report::Report TableReport(const Json& stats, const std::vector<VipDetail>& vips
       n(kConntrackUntracked), n(kConntrackRepinned)));
   const std::string last_refusal = Str(stats, "last_refusal");
   totals.notes.push_back(absl::StrFormat("reloads: %u ok, %u refused%s%s", n(kReloadsOk), n(kReloadsRefused),
-                                         last_refusal.empty() ? "" : "; last refusal: ", last_refusal));
+                                         last_refusal.empty() ? "" : "; last refusal: ", Shown(last_refusal)));
+  if (Get(stats, GetMetric(kHealthProbes).name) != nullptr) {
+    totals.notes.push_back(absl::StrFormat("health: %u probes, %u failed, %u transitions, %u rebuilds",
+                                           n(kHealthProbes), n(kHealthProbeFailures), n(kHealthTransitions),
+                                           n(kHealthRebuilds)));
+  } else {
+    totals.notes.push_back("health: not reported (this maglb is older than health checks)");
+  }
   for (const auto& [vip_name, v] : vips) {
     auto vn = [&](MetricId id) { return VipU64(v, id); };
     report::Table& t = out.tables.emplace_back();
@@ -353,7 +510,9 @@ report::Report TableReport(const Json& stats, const std::vector<VipDetail>& vips
     using report::Align;
     t.columns = {report::FixedColumn("backend", Align::kLeft, 20),
                  report::FixedColumn("address", Align::kLeft, 28),
+                 report::FixedColumn("health", Align::kLeft, 9),
                  report::FixedColumn("weight", Align::kRight, 7),
+                 report::FixedColumn("eff_weight", Align::kRight, 10),
                  report::FixedColumn("entries", Align::kRight, 8),
                  report::FixedColumn("packets", Align::kRight, 12),
                  report::FixedColumn("bytes", Align::kRight, 14),
@@ -361,21 +520,23 @@ report::Report TableReport(const Json& stats, const std::vector<VipDetail>& vips
                  report::FixedColumn("next_hop", Align::kRight, 9)};
     // A value the reply lacks prints as "?", never as a blank or a zero.
     auto at = [&](std::string_view key, size_t i) -> report::Cell {
-      const Json* a = Get(v, key);
-      if (ArraySize(a) <= i) return report::Str("?");
-      const Json& x = (*a)[i];
-      return report::Str(x.is_string() ? x.get<std::string>() : x.is_number() ? x.dump() : "?");
+      const Json* x = Entry(v, key, i);
+      if (x == nullptr) return report::Str("?");
+      return report::Str(x->is_string() ? Shown(x->get<std::string>()) : x->is_number() ? x->dump() : "?");
     };
     auto backend = [&](MetricId id, size_t i) { return at(GetMetric(id).name, i); };
-    size_t rows = ArraySize(Get(v, "backend_names"));
-    if (Get(v, "backend_total") != nullptr) rows = U64(v, "backend_total");
+    const size_t rows = BackendRows(v);
     for (size_t i = 0; i < rows; ++i) {
-      std::string nh = backend(kBackendNextHopResolved, i).text;
-      t.rows.push_back({at("backend_names", i), at("backend_addresses", i), backend(kBackendWeights, i),
-                        backend(kBackendTableEntries, i), backend(kBackendPackets, i),
-                        backend(kBackendBytes, i), backend(kBackendNewFlows, i),
-                        report::Str(nh == "?" ? "?" : nh != "0" ? "resolved" : "PENDING")});
+      const std::optional<uint64_t> nh = Count(Entry(v, kBackendNextHopResolved, i));
+      const std::optional<std::string> health = Text(Entry(v, kBackendHealthKey, i));
+      t.rows.push_back({at(kBackendNamesKey, i), at(kBackendAddressesKey, i),
+                        report::Str(health ? Shown(*health) : "?"), backend(kBackendWeights, i),
+                        backend(kBackendEffectiveWeights, i), backend(kBackendTableEntries, i),
+                        backend(kBackendPackets, i), backend(kBackendBytes, i), backend(kBackendNewFlows, i),
+                        report::Str(!nh || *nh > 1 ? "?" : *nh == 1 ? "resolved" : "PENDING")});
+      if (std::optional<std::string> note = HealthNote(v, i)) t.footer.push_back(*std::move(note));
     }
+    if (!SendsHealth(v)) t.footer.push_back("health: not reported (this maglb is older than health checks)");
     if (std::string gaps = VipGaps(v); !gaps.empty()) {
       t.footer.push_back(absl::StrFormat("INCOMPLETE: the reply lacks values (%s); \"?\" marks them", gaps));
     }

@@ -11,9 +11,10 @@ int CmdStats(int argc, char** argv);
 /// Usage lines for maglbctl's help.
 inline constexpr const char* kStatsUsage =
     "  maglbctl stats [--prefix PREFIX | --socket PATH] [--format table|json]\n"
-    "      a running maglb's counters (per VIP and backend, drops by reason,\n"
-    "      conntrack per worker, generation, fingerprints), read over DPDK\n"
-    "      telemetry: /var/run/dpdk/PREFIX/dpdk_telemetry.v2 (PREFIX: maglb's\n"
+    "      a running maglb's counters (per VIP and backend, with each\n"
+    "      backend's health and effective weight; drops by reason, conntrack\n"
+    "      per worker, generation, fingerprints), read over DPDK telemetry:\n"
+    "      /var/run/dpdk/PREFIX/dpdk_telemetry.v2 (PREFIX: maglb's\n"
     "      --file-prefix, default rte)\n";
 
 }  // namespace maglb

@@ -142,11 +142,14 @@ def test():
         tb.wait_for(lambda: all(tb.stats()["vips"]["web-big"]["backend_next_hop_resolved"]),
                     "web-big's next hop (the gateway) resolved", 10)
         v = tb.stats()["vips"]["web-big"]
-        check(v["backend_total"] == 600 and
-              all(len(v[k]) == 600 for k in ("backend_names", "backend_addresses", "backend_weights",
-                                             "backend_table_entries", "backend_packets", "backend_bytes",
-                                             "backend_new_flows", "backend_next_hop_resolved")),
-              "maglbctl stats --format json: all 8 backend arrays of web-big hold 600 entries")
+        arrays = [k for k, a in v.items() if k.startswith("backend_") and isinstance(a, list)]
+        check(v["backend_total"] == 600 and len(arrays) >= 20 and all(len(v[k]) == 600 for k in arrays),
+              "maglbctl stats --format json: every backend array of web-big holds 600 entries (%s)"
+              % {k: len(v[k]) for k in arrays})
+        check(v["backend_health"] == ["unchecked"] * 600 and v["backend_effective_weights"] == v["backend_weights"] and
+              len(v["backends"]) == 600 and
+              all(b["health"] == "unchecked" and b["effective_weight"] == b["weight"] for b in v["backends"]),
+              "web-big unchecked: health \"unchecked\", effective weight = weight, one object per backend")
         check(v["backend_names"] == ["big-backend-%03d" % i for i in range(600)] and
               v["backend_addresses"] == big_addrs and
               v["backend_weights"] == [1 + i % 3 for i in range(600)] and
@@ -224,7 +227,9 @@ def check_incomplete_reply():
               % (fmt, r.stderr.strip()))
     r = fake_maglb_stats(replies.get)
     row_c = [x.split() for x in r.stdout.splitlines() if x.startswith("  c ")]
-    check(row_c == [["c", "?", "1", "?", "?", "?", "?", "?"]] and "INCOMPLETE" in r.stdout,
+    # Columns: backend address health weight eff_weight entries packets bytes new_flows next_hop
+    # (health and eff_weight "?": this maglb is older than health checks).
+    check(row_c == [["c", "?", "?", "1", "?", "?", "?", "?", "?", "?"]] and "INCOMPLETE" in r.stdout,
           "the table marks what is missing with ? (row c: %s)" % row_c)
 
 

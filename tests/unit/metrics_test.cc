@@ -51,9 +51,11 @@ TEST(Metrics, NamesAreUniqueAcrossLabelExpansions) {
   // What /maglb/vip shows besides metrics.
   for (const char* setting : {"name", "address", "protocol", "port", "forwarding", "algorithm",
                               "table_size", "fingerprint", "generation", "backend_total",
-                              "backend_offset", "backend_names", "backend_addresses"}) {
+                              "backend_offset"}) {
     EXPECT_FALSE(vip.count(setting)) << setting;
   }
+  // Its per-backend texts.
+  for (std::string_view text : kBackendTextKeys) EXPECT_FALSE(vip.count(std::string(text))) << text;
   for (const char* text : {"last_refusal", "port", "config"}) EXPECT_FALSE(stats.count(text)) << text;
 }
 
@@ -163,6 +165,13 @@ TEST(Metrics, TelemetryNamesStayAsTheyWere) {
   EXPECT_EQ(VipKey(GetMetric(MetricId::kVipNewFlows)), "new_flows");
   EXPECT_EQ(GetMetric(MetricId::kBackendNextHopResolved).name, "backend_next_hop_resolved");
   EXPECT_EQ(GetMetric(MetricId::kUptime).name, "uptime_s");
+  // What tools read since health checks (README "Counters").
+  EXPECT_EQ(GetMetric(MetricId::kBackendWeights).name, "backend_weights");
+  EXPECT_EQ(GetMetric(MetricId::kBackendEffectiveWeights).name, "backend_effective_weights");
+  EXPECT_EQ(GetMetric(MetricId::kBackendHealthUp).name, "backend_health_up");
+  EXPECT_EQ(GetMetric(MetricId::kBackendHealthSince).name, "backend_health_since_ms");
+  EXPECT_EQ(GetMetric(MetricId::kHealthRebuilds).name, "health_rebuilds");
+  EXPECT_EQ(kBackendHealthKey, "backend_health");
 }
 
 }  // namespace
