@@ -300,6 +300,8 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbState(const Config& config
   state->matcher_ = VipMatcher(VipSpecsOf(config.vips));
   state->local_.v4 = config.lb.ipv4;
   state->local_.v6 = config.lb.ipv6;
+  state->local_.kernel = options.kernel_interface;
+  if (options.kernel_interface && config.lb.ipv6) state->local_.v6_link_local = LinkLocalOf(options.port_mac);
   state->encap_ = EncapConfig::FromLbConfig(config.lb, options.port_mac);
   state->ResolveNeighbors(options.resolve);
   return std::unique_ptr<const LbState>(std::move(state));
