@@ -8,7 +8,9 @@
 #        | c0 / eth0
 #   mlb-router (10.0.1.1 | bridge br0 10.0.0.1, fd00::1)  routes the VIPs to the LB
 #        | br0: lbp   be1p   be2p   be3p   be4p
-#   mlb-lb  (lb0: the DPDK port, no kernel address; maglb answers as 10.0.0.10)
+#   mlb-lb  (lb0: the DPDK port, no kernel address; maglb answers as 10.0.0.10;
+#            with [kernel] interface, maglb's kernel interface maglb0 carries
+#            10.0.0.10 and fd00::10 for the kernel: `kernel-routes` routes it)
 #        | lb1: a second port for two-arm mode, on the router's bridge br1
 #          (10.0.2.1, fd02::1): encapsulated packets leave by it and the
 #          router forwards them to the backends
@@ -17,7 +19,11 @@
 #                     maglb-decap into TUN decap0)
 # Backends answer clients directly (DSR) through the router.
 #
-# usage: scripts/testbed.sh up|down|status|service BACKEND server|decap stop|start
+# usage: scripts/testbed.sh up|down|status|kernel-routes [IFACE]|service BACKEND server|decap stop|start
+#   kernel-routes: once maglb has made its kernel interface IFACE (default
+#   maglb0) in mlb-lb, default routes via the router (10.0.0.1, fd00::1) on it
+#   service: stops (by its pid file) or starts again one backend's HTTP/UDP
+#   server or its decapsulator, as the health tests do
 # Environment: BUILD_DIR (where maglb-decap was built; default build),
 #              MLB_TESTBED_MTU (MTU of every link but the LB's; default 1500;
 #              9000 for jumbo tests),
@@ -140,10 +146,15 @@ up() {
   nsx "$NS_CLIENT" ip route add default via 10.0.1.1
   nsx "$NS_CLIENT" ip -6 route add default via fd01::1
 
-  # The LB: one port, no kernel address (maglb answers ARP/ND for it). Kernel
-  # IPv6 off so the kernel never answers for a link-local address of its own.
+  # The LB: one port, no kernel address (maglb answers ARP/ND for it). The
+  # kernel of mlb-lb must not act on what arrives on the DPDK ports (a real
+  # NIC bound to DPDK is invisible to it), since with a kernel interface it
+  # owns the LB's addresses: IPv6 off, no ARP, and IPv4 dropped by strict
+  # reverse-path filtering (no source routes via lb0). Packet sockets (pcap,
+  # AF_PACKET) still see every frame.
   veth "$NS_LB" lb0 "$NS_ROUTER" lbp "$LB_LINK_MTU"
-  nsx "$NS_LB" sysctl -qw net.ipv6.conf.lb0.disable_ipv6=1
+  nsx "$NS_LB" sysctl -qw net.ipv6.conf.lb0.disable_ipv6=1 net.ipv4.conf.lb0.rp_filter=1
+  nsx "$NS_LB" ip link set lb0 arp off
   nsx "$NS_LB" ip link set lb0 address "$LB_MAC"
   nsx "$NS_LB" ip link set lb0 promisc on up
   nsx "$NS_ROUTER" ip link set lbp master br0 up
@@ -155,7 +166,8 @@ up() {
   nsx "$NS_ROUTER" ip link set br1 mtu "$MTU" up  # likewise for lb1p
   nsx "$NS_ROUTER" sysctl -qw net.ipv4.conf.br1.rp_filter=0 net.ipv4.conf.br1.send_redirects=0
   veth "$NS_LB" lb1 "$NS_ROUTER" lb1p "$LB_LINK_MTU"
-  nsx "$NS_LB" sysctl -qw net.ipv6.conf.lb1.disable_ipv6=1
+  nsx "$NS_LB" sysctl -qw net.ipv6.conf.lb1.disable_ipv6=1 net.ipv4.conf.lb1.rp_filter=1
+  nsx "$NS_LB" ip link set lb1 arp off
   # The MAC two-arm maglb gives its backend port (its front port's): net_pcap
   # (phy_mac=1) reads it from the interface and cannot set it.
   nsx "$NS_LB" ip link set lb1 address "$LB_MAC"
@@ -235,6 +247,18 @@ service() {
   esac
 }
 
+# Routes of the kernel interface's stack beyond the segment (VIPs, the
+# client), once maglb created the interface.
+kernel_routes() {
+  local iface=${1:-maglb0}
+  for _ in $(seq 1 50); do
+    nsx "$NS_LB" ip link show "$iface" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  nsx "$NS_LB" ip route replace default via 10.0.0.1 dev "$iface"
+  nsx "$NS_LB" ip -6 route replace default via fd00::1 dev "$iface"
+}
+
 status() {
   local rc=0
   for ns in "${NAMESPACES[@]}"; do
@@ -275,6 +299,7 @@ case "${1:-}" in
   up) lock_testbed; up ;;
   down) lock_testbed; down; log "down" ;;
   status) status ;;
+  kernel-routes) kernel_routes "${2:-}" ;;
   service) lock_testbed; shift; service "$@" ;;
-  *) echo "usage: $0 up|down|status|service BACKEND server|decap stop|start" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|status|kernel-routes [IFACE]|service BACKEND server|decap stop|start" >&2; exit 2 ;;
 esac

@@ -34,6 +34,11 @@ struct MacAddress {
   friend bool operator==(const MacAddress&, const MacAddress&) = default;
 };
 
+/// The IPv6 link-local address fe80::/64 with the modified EUI-64 interface
+/// identifier of `mac` (RFC 4291 2.5.1 and appendix A): what Linux gives an
+/// Ethernet interface by default. The kernel interface carries it.
+IpAddress LinkLocalOf(const MacAddress& mac);
+
 }  // namespace maglb
 
 #endif  // MAGLB_IP_ADDRESS_H_

@@ -147,6 +147,11 @@ struct LbStateOptions {
   MacAddress port_mac;       ///< our data-plane port's MAC (outer Ethernet source)
   NeighborResolver resolve;  ///< may be empty; Config::neighbors always win
   HealthResolver health;     ///< may be empty: every backend at its configured weight
+  /// The daemon created a kernel interface at start (dataplane/kernel_port.h):
+  /// LocalAddresses::kernel, and its link-local address (LinkLocalOf
+  /// port_mac) when [lb] ipv6 is set. From the daemon, not from the config: a
+  /// reload that adds or removes [kernel] interface applies at the next start.
+  bool kernel_interface = false;
 };
 
 class LbState {

@@ -94,9 +94,9 @@ constexpr std::string_view LocalName(LocalCounter c) { return kLocalCounterLabel
   X(kTxBytes, "tx_bytes", kCounter, "bytes", kNoLabels, "Bytes sent", v.totals.tx_bytes)          \
   X(kDropped, "dropped", kCounter, "packets", kNoLabels,                                          \
     "Frames lost anywhere, by the pipeline or the loop around it: every drop reason, tx_full, "   \
-    "control_ring_full and extra_alloc_fail",                                                     \
+    "control_ring_full, extra_alloc_fail and kernel_queue_full",                                  \
     v.Sum(MetricId::kDrop) + v.Read(MetricId::kTxFull) + v.Read(MetricId::kControlRingFull) +     \
-        v.Read(MetricId::kExtraAllocFail))                                                        \
+        v.Read(MetricId::kExtraAllocFail) + v.Read(MetricId::kKernelQueueFull))                   \
   X(kDrop, "drop", kCounter, "packets", Reasons(kDropReasonLabels), "Frames dropped, by reason",  \
     v.totals.drops[k.reason])                                                                     \
   X(kDropRxMultiseg, "drop", kCounter, "packets", Reason("rx_multiseg"),                          \
@@ -111,7 +111,19 @@ constexpr std::string_view LocalName(LocalCounter c) { return kLocalCounterLabel
     "ARP replies and neighbour advertisements lost because the control ring was full",            \
     v.Loop(&LoopCounters::control_full))                                                          \
   X(kExtraAllocFail, "extra_alloc_fail", kCounter, "packets", kNoLabels,                          \
-    "Fragments lost for want of a buffer", v.Loop(&LoopCounters::extra_alloc_fail))               \
+    "Fragments, and copies of ARP/ND answers for the kernel interface, lost for want of a buffer", \
+    v.Loop(&LoopCounters::extra_alloc_fail))                                                      \
+  X(kToKernelPackets, "to_kernel_packets", kCounter, "packets", kNoLabels,                        \
+    "Frames passed up to the kernel interface", v.Loop(&LoopCounters::to_kernel))                 \
+  X(kToKernelBytes, "to_kernel_bytes", kCounter, "bytes", kNoLabels,                              \
+    "Bytes passed up to the kernel interface", v.Loop(&LoopCounters::to_kernel_bytes))            \
+  X(kFromKernelPackets, "from_kernel_packets", kCounter, "packets", kNoLabels,                    \
+    "Frames the kernel interface sent out through the port", v.Loop(&LoopCounters::from_kernel))  \
+  X(kFromKernelBytes, "from_kernel_bytes", kCounter, "bytes", kNoLabels,                          \
+    "Bytes the kernel interface sent out through the port", v.Loop(&LoopCounters::from_kernel_bytes)) \
+  X(kKernelQueueFull, "kernel_queue_full", kCounter, "packets", kNoLabels,                        \
+    "Frames for the kernel interface that its queue refused (dropped)",                           \
+    v.Loop(&LoopCounters::kernel_full))                                                           \
   X(kArpReplies, LocalName(LocalCounter::kArpReplies), kCounter, "packets", kNoLabels,            \
     "ARP requests for the LB's address answered", v.Local(LocalCounter::kArpReplies))             \
   X(kNdReplies, LocalName(LocalCounter::kNdReplies), kCounter, "packets", kNoLabels,              \
@@ -130,6 +142,9 @@ constexpr std::string_view LocalName(LocalCounter c) { return kLocalCounterLabel
   X(kIcmpErrorsSteered, LocalName(LocalCounter::kIcmpErrorsSteered), kCounter, "packets",         \
     kNoLabels, "ICMP errors handed to the worker that owns their flow",                           \
     v.Local(LocalCounter::kIcmpErrorsSteered))                                                    \
+  X(kTunnelProbesSent, LocalName(LocalCounter::kTunnelProbes), kCounter, "packets", kNoLabels,    \
+    "Frames of tunnel health probes from the kernel interface sent to their backend like data",   \
+    v.Local(LocalCounter::kTunnelProbes))                                                         \
   X(kConntrackUntracked, "conntrack_untracked", kCounter, "flows", kNoLabels,                     \
     "New flows forwarded without a conntrack entry", v.totals.untracked)                          \
   X(kConntrackEvictions, "conntrack_evictions", kCounter, "flows", kNoLabels,                     \

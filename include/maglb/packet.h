@@ -140,7 +140,9 @@ inline constexpr int kMaxIpv6ExtHeaders = 8;
   X(kMtuExceededNoIcmp, "mtu_exceeded_no_icmp")   /* too big, ICMP not allowed */       \
   X(kNoEncapSource, "no_encap_source")            /* no outer source of that family */  \
   X(kNoHeadroom, "no_headroom")                   /* buffer cannot take outer headers */ \
-  X(kNoNeighbor, "no_neighbor")                   /* next-hop MAC not resolved yet */
+  X(kNoNeighbor, "no_neighbor")                   /* next-hop MAC not resolved yet */ \
+  X(kKernelRateLimited, "kernel_rate_limited")    /* to the kernel interface, over [kernel] rate */ \
+  X(kTunnelProbeStale, "tunnel_probe_stale")      /* tunnel probe whose backend or VIP is gone */
 
 enum class DropReason : uint8_t {
 #define MAGLB_DROP_ENUM(name, str) name,
@@ -163,6 +165,10 @@ enum class Action : uint8_t {
   kLocalArp,   ///< ARP request for, or reply to, our IPv4 address
   kLocalNd,    ///< neighbour solicitation for our IPv6 address, or an advertisement
   kLocalEcho,  ///< ICMP/ICMPv6 echo request to our address or a VIP: reply in place
+  /// To our address, not answered by maglb (TCP, UDP, other protocols, ICMP
+  /// other than echo requests), with a kernel interface (LocalAddresses::
+  /// kernel): up to the kernel. Without one these are kLocalUnsupported drops.
+  kToKernel,
   kDrop,       ///< count Verdict::reason and free
 };
 
@@ -202,9 +208,20 @@ struct ParsedPacket {
 };
 
 /// Addresses of this LB on the data plane: ARP, ND and ping answer for them.
+///
+/// With a kernel interface (`kernel`, the exception path: dataplane/
+/// kernel_port.h), what is addressed to them and that maglb does not answer
+/// itself goes up to the kernel (Action::kToKernel), and the kernel's
+/// link-local address joins them: maglb answers neighbour solicitations and
+/// pings for it as for `v6`, and passes the rest addressed to it up. ARP
+/// requests and solicitations stay maglb's alone, so that one stack answers.
 struct LocalAddresses {
   std::optional<IpAddress> v4;
   std::optional<IpAddress> v6;
+  /// The kernel interface's fe80::/64 address (LinkLocalOf the port MAC);
+  /// set only with `kernel` and `v6`.
+  std::optional<IpAddress> v6_link_local;
+  bool kernel = false;  ///< a kernel interface exists
 };
 
 /// The secret of VipMatcher's address hash (two 64-bit words).

@@ -70,6 +70,7 @@
 #include "maglb/packet.h"
 #include "maglb/reply.h"
 #include "maglb/toeplitz.h"
+#include "maglb/tunnel_probe.h"
 
 namespace maglb {
 
@@ -86,6 +87,9 @@ enum class PacketAction : uint8_t {
   kExtra,     ///< the original is consumed; send Worker::extra_frames()[extra_first..+extra_count)
   kToControl, ///< unchanged; for the control thread (ARP reply / neighbour advertisement to learn)
   kSteer,     ///< unchanged; an ICMP error for worker `steer_to` (it owns the flow): ProcessSteered there
+  kToKernel,  ///< unchanged; up to the kernel interface (LocalAddresses::kernel)
+  kToControlAndKernel,  ///< kToControl, and a copy up to the kernel interface (its ARP/ND)
+  kFromKernel,  ///< unchanged; a frame the kernel interface sent: out by the front port (ProcessFromKernel)
   kDrop,      ///< free it; `reason` says why
 };
 
@@ -148,7 +152,8 @@ struct VipCounters : FlowCounters {
   X(kIcmpTooBig, "icmp_too_big_sent")  \
   X(kFragmentsSent, "fragments_sent")  \
   X(kIcmpErrorsRouted, "icmp_errors_routed") \
-  X(kIcmpErrorsSteered, "icmp_errors_steered")  /* handed to the flow's worker */
+  X(kIcmpErrorsSteered, "icmp_errors_steered")  /* handed to the flow's worker */ \
+  X(kTunnelProbes, "tunnel_probes_sent")  /* kernel frames of tunnel health probes, encapsulated */
 
 enum class LocalCounter : uint8_t {
 #define MAGLB_LOCAL_ENUM(name, str) name,
@@ -217,6 +222,21 @@ class Worker {
   /// not counted as received again, never handed on again.
   void ProcessSteered(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns);
 
+  /// Frames the kernel interface sent (the exception path: what the host's
+  /// stack says on the data port). Each leaves unchanged (kFromKernel: out by
+  /// the front port), except the frames of tunnel health probes
+  /// (tunnel_probe.h): TCP or UDP, to a VIP, from one of our own addresses,
+  /// from a port `probes` maps to that VIP. Those go to the mapped backend
+  /// like the VIP's data traffic (Send: kTransmit, encapsulated or L2-rewritten; kReply
+  /// if too big for the tunnel: that ICMP error goes back up to the kernel),
+  /// without conntrack; a mapping whose backend, or VIP, is no longer
+  /// configured drops the frame (kTunnelProbeStale), since anywhere else it
+  /// would test another backend. Not counted as received (the data plane
+  /// counts frames from the kernel); what leaves counts as sent. `probes`
+  /// null: no probes, everything leaves unchanged.
+  void ProcessFromKernel(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns,
+                         const TunnelProbeTable* probes);
+
   /// With several workers behind a port's RSS: `owner` says which worker's
   /// queue a flow's packets arrive on, `self` is this worker's index. ICMP
   /// errors about another worker's flow then leave ProcessBurst as kSteer.
@@ -243,6 +263,10 @@ class Worker {
   void ToVip(PacketRef& pkt, const ParsedPacket& p, const Conntrack::Probe& probe,
              const VipState& vip, const LbState& state, uint64_t now_ns);
   void Local(PacketRef& pkt, const ParsedPacket& p, Action action, const LbState& state);
+  bool KernelMayTake(const LbState& state);
+  void ToKernel(PacketRef& pkt, const LbState& state);
+  void ToControl(PacketRef& pkt, const LbState& state);
+  void FromKernel(PacketRef& pkt, ParsedPacket& p, const LbState& state, const TunnelProbeTable* probes);
   bool MayReply(PacketRef& pkt, const ParsedPacket& p, TokenBucket& bucket, DropReason over_limit,
                 const LbState& state);
   void Send(PacketRef& pkt, const ParsedPacket& p, const VipState& vip, uint16_t backend,
@@ -275,6 +299,10 @@ class Worker {
   // ICMP errors, ARP/ND replies. now_ns_: the current burst's clock.
   TokenBucket icmp_bucket_;
   TokenBucket neighbor_bucket_;
+  // Frames up to the kernel interface ([kernel] rate, burst): each costs the
+  // worker a write(2) and the kernel's receive path, so a flood to the LB's
+  // address must not take more than this.
+  TokenBucket kernel_bucket_;
   uint64_t now_ns_ = 0;
   // Per-chunk working state, kept here so that nothing is initialised twice.
   // Cache-line aligned: how these arrays fall on lines measurably changes the

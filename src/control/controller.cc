@@ -10,7 +10,7 @@ namespace maglb {
 
 Controller::Controller(ControllerOptions options)
     : options_(std::move(options)),
-      inputs_(options_.port.mac),
+      inputs_(options_.port.mac, !options_.kernel_interface.empty()),
       neighbor_task_(NeighborTask::Options{
           .port = options_.port,
           .to_control = options_.to_control,

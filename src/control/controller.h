@@ -27,6 +27,7 @@
 #include "dataplane/worker_loop.h"
 #include "maglb/config.h"
 #include "maglb/pipeline.h"
+#include "maglb/tunnel_probe.h"
 
 struct rte_ring;
 
@@ -41,8 +42,12 @@ struct ControllerOptions {
   std::vector<const Worker*> workers;  ///< one per polling worker
   std::vector<const LoopCounters*> loop_counters;
   int signal_fd = -1;  ///< SIGHUP, SIGINT, SIGTERM
-  /// Source ports of tunnel health probes -> backends, read by the workers;
-  /// null without a kernel interface.
+  /// The kernel interface's name (dataplane/kernel_port.h); empty: none.
+  /// Snapshots then pass up to it what maglb does not answer.
+  std::string kernel_interface;
+  /// With a kernel interface: which tunnel probe (by its source port) goes
+  /// to which backend. The health task maps its probes' ports here; the
+  /// workers read it. Owned by the daemon; null without a kernel interface.
   TunnelProbeTable* tunnel_probes = nullptr;
   /// Parses and builds a reload on the helper thread; LoadAndBuild if empty
   /// (tests pass one they can hold).

@@ -170,6 +170,13 @@ void ReloadTask::FinishBuild() {
   const LbStateChange& change = next->change();
   // Conntrack tables are sized and timed once, at start (no allocation later).
   const bool conntrack_changed = next->config().conntrack != current->config().conntrack;
+  // The kernel interface is made once, at start; its rate and burst apply
+  // at once (read per frame, like reply_rate).
+  const KernelConfig& kernel = next->config().kernel;
+  const KernelConfig& running_kernel = current->config().kernel;
+  const bool kernel_changed = kernel.interface != running_kernel.interface ||
+                              kernel.ipv4_prefix_len != running_kernel.ipv4_prefix_len ||
+                              kernel.ipv6_prefix_len != running_kernel.ipv6_prefix_len;
   std::string summary = change.ToString();
   {
     std::lock_guard<std::mutex> lock(options_.publisher->mutex());
@@ -178,8 +185,11 @@ void ReloadTask::FinishBuild() {
     options_.stats->last_refusal.clear();
   }
   options_.publisher->Publish(std::move(next));
-  LogLine(absl::StrFormat("reload (%s): %s%s", result->job.why, summary,
-                          conntrack_changed ? "; [conntrack] changes apply at the next restart" : ""));
+  LogLine(absl::StrFormat("reload (%s): %s%s%s", result->job.why, summary,
+                          conntrack_changed ? "; [conntrack] changes apply at the next restart" : "",
+                          kernel_changed ? "; [kernel] interface and prefix lengths apply at the next "
+                                           "restart"
+                                         : ""));
   options_.inputs->ConfigPublished(*options_.publisher->Current());
 }
 

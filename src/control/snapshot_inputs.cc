@@ -15,6 +15,7 @@ void SnapshotInputs::TablesChanged(std::string why) {
 LbStateOptions SnapshotInputs::Capture() const {
   LbStateOptions options;
   options.port_mac = port_mac_;
+  options.kernel_interface = kernel_interface_;
   for (const SnapshotInputSource* s : sources_) s->Fill(options);
   return options;
 }

@@ -32,7 +32,9 @@ class SnapshotInputSource {
 
 class SnapshotInputs {
  public:
-  explicit SnapshotInputs(MacAddress port_mac) : port_mac_(port_mac) {}
+  /// `kernel_interface`: the daemon made one (LbStateOptions).
+  explicit SnapshotInputs(MacAddress port_mac, bool kernel_interface = false)
+      : port_mac_(port_mac), kernel_interface_(kernel_interface) {}
   SnapshotInputs(const SnapshotInputs&) = delete;
   SnapshotInputs& operator=(const SnapshotInputs&) = delete;
 
@@ -68,6 +70,7 @@ class SnapshotInputs {
 
  private:
   MacAddress port_mac_;
+  bool kernel_interface_ = false;
   std::vector<SnapshotInputSource*> sources_;
   std::function<void()> republish_;
   std::function<void(std::string)> rebuild_;

@@ -48,4 +48,13 @@ std::string MacAddress::ToString() const {
   return buf;
 }
 
+IpAddress LinkLocalOf(const MacAddress& mac) {
+  IpAddress a;
+  a.is_v6 = true;
+  a.bytes = {0xfe, 0x80, 0, 0, 0, 0, 0, 0,
+             static_cast<uint8_t>(mac.bytes[0] ^ 0x02),  // the universal/local bit, inverted
+             mac.bytes[1], mac.bytes[2], 0xff, 0xfe, mac.bytes[3], mac.bytes[4], mac.bytes[5]};
+  return a;
+}
+
 }  // namespace maglb

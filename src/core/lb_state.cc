@@ -341,6 +341,8 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbStateImpl(const Config& co
   state->matcher_ = VipMatcher(VipSpecsOf(config.vips));
   state->local_.v4 = config.lb.ipv4;
   state->local_.v6 = config.lb.ipv6;
+  state->local_.kernel = options.kernel_interface;
+  if (options.kernel_interface && config.lb.ipv6) state->local_.v6_link_local = LinkLocalOf(options.port_mac);
   state->encap_ = EncapConfig::FromLbConfig(config.lb, options.port_mac);
   state->ResolveNeighbors(options.resolve);
   return std::unique_ptr<const LbState>(std::move(state));

@@ -235,6 +235,19 @@ bool SameAddress(const uint8_t* a, const std::optional<IpAddress>& b, bool is_v6
   return b.has_value() && b->is_v6 == is_v6 && std::memcmp(a, b->bytes.data(), is_v6 ? 16 : 4) == 0;
 }
 
+// One of our own addresses (the kernel interface's link-local included, when
+// there is one).
+bool ToLocal(const uint8_t* a, const LocalAddresses& local, bool is_v6) {
+  if (!is_v6) return SameAddress(a, local.v4, false);
+  return SameAddress(a, local.v6, true) || SameAddress(a, local.v6_link_local, true);
+}
+
+// Traffic to our address that maglb does not answer: up to the kernel
+// interface if there is one, else dropped.
+Verdict Unanswered(const LocalAddresses& local) {
+  return local.kernel ? Verdict::Local(Action::kToKernel) : Verdict::Drop(DropReason::kLocalUnsupported);
+}
+
 // ICMPv4 (IPv4) / ICMPv6 (IPv6, with the pseudo-header) checksum over
 // [l4, end) verifies.
 bool IcmpChecksumOk(const uint8_t* d, IpInfo ip, bool is_v6) {
@@ -271,12 +284,12 @@ Verdict ClassifyNd(const uint8_t* d, IpInfo ip, const LocalAddresses& local, Par
   }
   if (!IcmpChecksumOk(d, ip, true)) return Verdict::Drop(DropReason::kBadChecksum);
   if (p->icmp_type == kIcmpv6NeighborSolicitation) {
-    if (!SameAddress(d + ip.l4 + 8, local.v6, true)) return Verdict::Drop(DropReason::kNotForUs);
+    if (!ToLocal(d + ip.l4 + 8, local, true)) return Verdict::Drop(DropReason::kNotForUs);
     return Verdict::Local(Action::kLocalNd);
   }
-  // Advertisements: to us or to a multicast group, so the data plane can
-  // learn neighbours (the gateway) from them.
-  if (local.v6.has_value() && (ip.dst[0] == 0xFF || SameAddress(ip.dst, local.v6, true))) {
+  // Advertisements: to us or to a multicast group, so the data plane (and
+  // the kernel interface, if any) can learn neighbours from them.
+  if (local.v6.has_value() && (ip.dst[0] == 0xFF || ToLocal(ip.dst, local, true))) {
     return Verdict::Local(Action::kLocalNd);
   }
   return Verdict::Drop(DropReason::kNotForUs);
@@ -578,9 +591,7 @@ Verdict Classify(std::span<const uint8_t> frame, const VipMatcher& vips,
     if (index != VipMatcher::kNone) return Verdict::ToVip(index);
     if (ambiguous) return Verdict::Drop(DropReason::kFragmentAmbiguousVip);
     if (vips.IsVipAddress(ip.dst, is_v6)) return Verdict::Drop(DropReason::kVipNoService);
-    if (SameAddress(ip.dst, is_v6 ? local.v6 : local.v4, is_v6)) {
-      return Verdict::Drop(DropReason::kLocalUnsupported);
-    }
+    if (ToLocal(ip.dst, local, is_v6)) return Unanswered(local);
     return Verdict::Drop(DropReason::kNoVip);
   }
 
@@ -603,7 +614,7 @@ Verdict Classify(std::span<const uint8_t> frame, const VipMatcher& vips,
     if (index != VipMatcher::kNone) return Verdict::ToVip(index);
   }
 
-  const bool to_local = SameAddress(ip.dst, is_v6 ? local.v6 : local.v4, is_v6);
+  const bool to_local = ToLocal(ip.dst, local, is_v6);
   if (ip.proto == (is_v6 ? kIpProtoIcmpv6 : kIpProtoIcmp)) {
     if (ip.end < l4 + 4) return Verdict::Drop(DropReason::kTooShort);
     p.icmp_type = h[0];
@@ -624,9 +635,10 @@ Verdict Classify(std::span<const uint8_t> frame, const VipMatcher& vips,
       if (ip.end < l4 + 8) return Verdict::Drop(DropReason::kBadIcmpError);
       return ClassifyIcmpError(d, ip, is_v6, vips, &p);
     }
-    return Verdict::Drop(to_local ? DropReason::kLocalUnsupported : DropReason::kVipIcmpUnsupported);
+    // Errors about the kernel's own connections, replies to its pings.
+    return to_local ? Unanswered(local) : Verdict::Drop(DropReason::kVipIcmpUnsupported);
   }
-  if (to_local) return Verdict::Drop(DropReason::kLocalUnsupported);
+  if (to_local) return Unanswered(local);
   if (vips.IsVipAddress(ip.dst, is_v6)) return Verdict::Drop(DropReason::kVipNoService);
   return Verdict::Drop(DropReason::kNoVip);
 }

@@ -174,26 +174,24 @@ void Worker::Local(PacketRef& pkt, const ParsedPacket& p, Action action, const L
   const std::span<uint8_t> frame(pkt.data, pkt.len);
   switch (action) {
     case Action::kLocalArp: {
-      if (p.arp_op == kArpReply) {
-        pkt.action = PacketAction::kToControl;
-        return;
-      }
+      if (p.arp_op == kArpReply) return ToControl(pkt, state);
       if (!MayReply(pkt, p, neighbor_bucket_, DropReason::kArpNdRateLimited, state)) return;
       size_t n = state.local().v4 ? MakeArpReply(frame, p, *state.local().v4, mac) : 0;
       if (n == 0) return Drop(pkt, DropReason::kBadArp);
       return ReplyInPlace(pkt, n, LocalCounter::kArpReplies);
     }
     case Action::kLocalNd: {
-      if (p.icmp_type == kIcmpv6NeighborAdvertisement) {
-        pkt.action = PacketAction::kToControl;
-        return;
-      }
+      if (p.icmp_type == kIcmpv6NeighborAdvertisement) return ToControl(pkt, state);
       if (!MayReply(pkt, p, neighbor_bucket_, DropReason::kArpNdRateLimited, state)) return;
       uint8_t* out = ScratchAlloc(kNeighborAdvertLen + kMaxVlanTags * kVlanTagLen);
       size_t n = 0;
       if (out != nullptr && state.local().v6) {
-        n = BuildNeighborAdvert(frame, p, *state.local().v6, mac,
-                                {out, kNeighborAdvertLen + kMaxVlanTags * kVlanTagLen});
+        // For our address, or for the kernel interface's link-local one.
+        const std::span<uint8_t> room(out, kNeighborAdvertLen + kMaxVlanTags * kVlanTagLen);
+        n = BuildNeighborAdvert(frame, p, *state.local().v6, mac, room);
+        if (n == 0 && state.local().v6_link_local) {
+          n = BuildNeighborAdvert(frame, p, *state.local().v6_link_local, mac, room);
+        }
       }
       if (n == 0) return Drop(pkt, DropReason::kBadNd);
       ReplyFromScratch(pkt, out, n);
@@ -206,8 +204,37 @@ void Worker::Local(PacketRef& pkt, const ParsedPacket& p, Action action, const L
       if (n == 0) return Drop(pkt, DropReason::kLocalUnsupported);
       return ReplyInPlace(pkt, n, LocalCounter::kEchoReplies);
     }
+    case Action::kToKernel:
+      return ToKernel(pkt, state);
     default:
       return Drop(pkt, DropReason::kLocalUnsupported);
+  }
+}
+
+bool Worker::KernelMayTake(const LbState& state) {
+  const KernelConfig& k = state.config().kernel;
+  return kernel_bucket_.Take(now_ns_, k.rate, k.burst);
+}
+
+void Worker::ToKernel(PacketRef& pkt, const LbState& state) {
+  if (!KernelMayTake(state)) return Drop(pkt, DropReason::kKernelRateLimited);
+  pkt.action = PacketAction::kToKernel;
+  pkt.offset = 0;
+  pkt.out_len = pkt.len;
+}
+
+// ARP replies and neighbour advertisements: the control thread learns next
+// hops from them; with a kernel interface, its stack gets a copy of the same
+// answers, so that both resolve a neighbour to the same MAC.
+void Worker::ToControl(PacketRef& pkt, const LbState& state) {
+  pkt.action = PacketAction::kToControl;
+  pkt.offset = 0;
+  pkt.out_len = pkt.len;
+  if (!state.local().kernel) return;
+  if (KernelMayTake(state)) {
+    pkt.action = PacketAction::kToControlAndKernel;
+  } else {
+    counters_->drops[Index(DropReason::kKernelRateLimited)].Add(1);  // the kernel's copy only
   }
 }
 
@@ -552,6 +579,59 @@ void Worker::ProcessSteered(PacketRef* pkts, size_t n, const LbState& state, uin
   steered_burst_ = true;
   ProcessBurst(pkts, n, state, now_ns);
   steered_burst_ = false;
+}
+
+void Worker::FromKernel(PacketRef& pkt, ParsedPacket& p, const LbState& state,
+                        const TunnelProbeTable* probes) {
+  pkt.action = PacketAction::kFromKernel;  // unless it is a tunnel probe: out as the kernel sent it
+  pkt.offset = 0;
+  pkt.out_len = pkt.len;
+  if (probes == nullptr) return;
+  // The kernel wrote the headers (IPv4 checksum included); its next-hop MAC
+  // is not ours to check.
+  const Verdict v = Classify({pkt.data, pkt.len}, state.matcher(), state.local(), &p, nullptr,
+                             RxChecksum::kGood);
+  if (v.action != Action::kToVip || p.is_icmp_error || p.is_fragment) return;
+  if (!TunnelProbeTable::Covers(p.flow.src_port)) return;
+  const std::optional<IpAddress>& ours = p.flow.is_v6 ? state.local().v6 : state.local().v4;
+  if (!ours || std::memcmp(p.flow.src.data(), ours->bytes.data(), ours->length()) != 0) return;
+  const std::optional<TunnelProbeTable::Target> target = probes->Get(p.flow.src_port);
+  if (!target) return;
+  const VipState& vip = state.vips()[v.vip_index];
+  // Mapped to another VIP (this address and port now belong to a VIP the
+  // probe was not for): anywhere it went it would test the wrong thing.
+  if (target->vip_id != vip.id) return Drop(pkt, DropReason::kTunnelProbeStale);
+  const uint16_t backend = vip.Resolve(target->backend_id, 0);
+  if (backend == VipState::kNoBackend) return Drop(pkt, DropReason::kTunnelProbeStale);
+  counters_->local[Index(LocalCounter::kTunnelProbes)].Add(1);
+  Send(pkt, p, vip, backend, state);
+}
+
+void Worker::ProcessFromKernel(PacketRef* pkts, size_t n, const LbState& state, uint64_t now_ns,
+                               const TunnelProbeTable* probes) {
+  if (state.generation() != generation_seen_) AdoptState(state);  // Send counts per backend slot
+  now_ns_ = now_ns;
+  scratch_used_ = 0;
+  extra_count_ = 0;
+  uint64_t tx_packets = 0, tx_bytes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    PacketRef& pkt = pkts[i];
+    pkt.extra_count = 0;
+    FromKernel(pkt, parsed_[0], state, probes);
+    if (pkt.action == PacketAction::kFromKernel || pkt.action == PacketAction::kTransmit) {
+      // (a kReply goes back up to the kernel)
+      ++tx_packets;
+      tx_bytes += pkt.out_len;
+    } else if (pkt.action == PacketAction::kExtra) {
+      for (uint16_t k = 0; k < pkt.extra_count; ++k) {
+        ++tx_packets;
+        tx_bytes += extra_[pkt.extra_first + k].len;
+      }
+    }
+  }
+  WorkerCounters& c = *counters_;
+  c.tx_packets.Add(tx_packets);
+  c.tx_bytes.Add(tx_bytes);
 }
 
 CounterTotals SumCounters(const LbState& state, std::span<const Worker* const> workers) {

@@ -35,12 +35,14 @@
 #include "control/telemetry.h"
 #include "dataplane/dpdk_owners.h"
 #include "dataplane/eal.h"
+#include "dataplane/kernel_port.h"
 #include "dataplane/port.h"
 #include "dataplane/snapshot.h"
 #include "dataplane/worker_loop.h"
 #include "maglb/config.h"
 #include "maglb/exit_codes.h"
 #include "maglb/pipeline.h"
+#include "maglb/tunnel_probe.h"
 
 namespace maglb {
 namespace {
@@ -223,16 +225,37 @@ absl::StatusOr<Eal> StartEal(std::vector<char*>& eal_argv, std::vector<unsigned>
 
 // The ports maglb serves, started.
 struct Ports {
+  // [kernel] interface, the exception path. First, so that it is destroyed
+  // last: frames it read (of its pool) may wait in the other ports' TX queues.
+  std::optional<KernelPort> kernel;
   Port front;                   // one-arm: the only one
   std::optional<Port> backend;  // two-arm: toward backends
   uint32_t num_workers = 0;     // queue pairs both ports have
 
-  // Stops and closes them, front first.
+  // Stops and closes them, front first, the kernel interface last (it goes
+  // away then).
   void Close() {
     front.Close();
     if (backend) backend->Close();
+    if (kernel) kernel->Close();
   }
 };
+
+// The kernel interface, with one queue pair per worker and the front port's
+// MAC (kernel_port.h).
+absl::Status SetUpKernelPort(const Config& config, Ports& ports) {
+  if (!config.kernel.enabled()) return absl::OkStatus();
+  absl::StatusOr<KernelPort> kernel = KernelPort::Create(
+      config.kernel, config.lb, ports.front->mac, static_cast<uint16_t>(ports.num_workers));
+  if (!kernel.ok()) {
+    return absl::Status(kernel.status().code(),
+                        absl::StrFormat("%s:%d: %s", config.source, config.kernel.line,
+                                        kernel.status().message()));
+  }
+  ports.kernel.emplace(*std::move(kernel));
+  LogLine(ports.kernel->Describe());
+  return absl::OkStatus();
+}
 
 absl::StatusOr<Ports> SetUpPorts(const AppArgs& args, uint16_t worker_lcores, uint32_t mtu) {
   const bool two_arm = args.backend_port >= 0 && args.backend_port != args.port;
@@ -245,7 +268,8 @@ absl::StatusOr<Ports> SetUpPorts(const AppArgs& args, uint16_t worker_lcores, ui
   absl::StatusOr<Port> front = SetUpPort(args.port, worker_lcores, mtu);
   if (!front.ok()) return front.status();
   const uint32_t front_queues = front->info().num_queues;
-  Ports ports{.front = *std::move(front), .backend = std::nullopt, .num_workers = front_queues};
+  Ports ports{.kernel = std::nullopt, .front = *std::move(front), .backend = std::nullopt,
+              .num_workers = front_queues};
   if (two_arm) {
     // The pipeline writes one MAC as ours (replies, outer source), so both
     // arms carry the front port's: they sit on different segments.
@@ -267,10 +291,15 @@ struct DataPlane {
   UniqueMbufRing from_control;  // control thread -> worker 0 (frames to send)
   std::vector<std::unique_ptr<Worker>> workers;  // the pipelines, one per worker lcore
   std::vector<std::unique_ptr<LoopCounters>> loop_counters;
+  /// Tunnel health probes' backends (with a kernel interface only): the
+  /// health task writes it, the workers read it.
+  std::unique_ptr<TunnelProbeTable> tunnel_probes;
 };
 
-absl::StatusOr<DataPlane> CreateDataPlane(uint32_t num_workers, const Config& config) {
+absl::StatusOr<DataPlane> CreateDataPlane(uint32_t num_workers, const Config& config,
+                                          bool kernel_interface) {
   DataPlane dp;
+  if (kernel_interface) dp.tunnel_probes = std::make_unique<TunnelProbeTable>();
   absl::StatusOr<std::unique_ptr<SnapshotPublisher>> publisher =
       SnapshotPublisher::Create(num_workers);
   if (!publisher.ok()) return publisher.status();
@@ -368,6 +397,8 @@ absl::StatusOr<std::unique_ptr<RunningWorkers>> LaunchWorkers(
     c.steer_rings = running->steer_rings_ ? running->steer_rings_->rings() : nullptr;
     c.stop = &running->stop_;
     c.idle_sleep_us = args.idle_sleep_us;
+    c.kernel_port_id = ports.kernel ? ports.kernel->info().port_id : -1;
+    c.tunnel_probes = dp.tunnel_probes.get();
     int rc = rte_eal_remote_launch(WorkerMain, &c, c.lcore);
     if (rc != 0) {
       return absl::InternalError(absl::StrFormat("cannot start worker on lcore %u: %s", c.lcore,
@@ -435,6 +466,8 @@ absl::Status RunControlLoop(const AppArgs& args, const Config& config, int signa
   copts.to_control = dp.to_control.get();
   copts.from_control = dp.from_control.get();
   copts.signal_fd = signal_fd;
+  if (ports.kernel) copts.kernel_interface = ports.kernel->info().interface;
+  copts.tunnel_probes = dp.tunnel_probes.get();
   for (uint32_t i = 0; i < dp.workers.size(); ++i) {
     copts.workers.push_back(dp.workers[i].get());
     copts.loop_counters.push_back(dp.loop_counters[i].get());
@@ -486,7 +519,10 @@ absl::Status Serve(CommandLine& cmd) {
   absl::StatusOr<Ports> ports =
       SetUpPorts(cmd.app, static_cast<uint16_t>(worker_lcores.size()), config->lb.mtu);
   if (!ports.ok()) return ports.status();
-  absl::StatusOr<DataPlane> data_plane = CreateDataPlane(ports->num_workers, *config);
+  absl::Status kernel = SetUpKernelPort(*config, *ports);
+  if (!kernel.ok()) return kernel;
+  absl::StatusOr<DataPlane> data_plane =
+      CreateDataPlane(ports->num_workers, *config, ports->kernel.has_value());
   if (!data_plane.ok()) return data_plane.status();
   return RunControlLoop(cmd.app, *config, *signal_fd, worker_lcores, *ports, *data_plane);
 }

@@ -47,6 +47,28 @@ void Push(TxBuffer& b, rte_mbuf* m, LoopCounters* counters) {
   b.frames[b.n++] = m;
 }
 
+// The kernel interface's queue: counted as frames to the kernel, and what it
+// refuses as kernel_full. net_tap writes (and frees) each frame at once.
+void FlushKernel(TxBuffer& b, LoopCounters* counters) {
+  if (b.n == 0) return;
+  uint64_t bytes = 0;
+  for (uint16_t i = 0; i < b.n; ++i) bytes += rte_pktmbuf_pkt_len(b.frames[i]);
+  uint16_t sent = rte_eth_tx_burst(b.port, b.queue, b.frames, b.n);
+  if (sent < b.n) {
+    for (uint16_t i = sent; i < b.n; ++i) bytes -= rte_pktmbuf_pkt_len(b.frames[i]);
+    counters->kernel_full.Add(b.n - sent);
+    rte_pktmbuf_free_bulk(b.frames + sent, b.n - sent);
+  }
+  counters->to_kernel.Add(sent);
+  counters->to_kernel_bytes.Add(bytes);
+  b.n = 0;
+}
+
+void PushKernel(TxBuffer& b, rte_mbuf* m, LoopCounters* counters) {
+  if (b.n == kTxCapacity) FlushKernel(b, counters);
+  b.frames[b.n++] = m;
+}
+
 // Hands a frame (ARP reply, neighbour advertisement) to the control thread,
 // which learns next-hop MACs from it and frees it.
 bool ToControl(const WorkerContext& c, rte_mbuf* m) {
@@ -58,12 +80,14 @@ bool ToControl(const WorkerContext& c, rte_mbuf* m) {
   return true;
 }
 
-// The TX buffers of one worker: the front port's, and two-arm the backend
-// port's.
+// The TX buffers of one worker: the front port's, two-arm the backend
+// port's, and the kernel interface's if there is one.
 struct TxSet {
   TxBuffer front;
   TxBuffer backend_side;
+  TxBuffer kernel;
   bool two_arm = false;
+  bool has_kernel = false;
   TxBuffer& to_backends() { return two_arm ? backend_side : front; }
   // Replies leave by the port their request came in on.
   TxBuffer& back(uint16_t rx_port) { return two_arm && rx_port == backend_side.port ? backend_side : front; }
@@ -139,6 +163,7 @@ void Process(const WorkerContext& c, rte_mbuf** in, uint16_t n, const LbState* s
     switch (r.action) {
       case PacketAction::kTransmit:
       case PacketAction::kReply:
+      case PacketAction::kFromKernel:  // (ProcessFromKernel's only)
         m->data_off = static_cast<uint16_t>(m->data_off + r.offset);
         m->data_len = r.out_len;
         m->pkt_len = r.out_len;
@@ -166,6 +191,26 @@ void Process(const WorkerContext& c, rte_mbuf** in, uint16_t n, const LbState* s
       case PacketAction::kToControl:
         if (!ToControl(c, m)) drop[ndrop++] = m;
         break;
+      case PacketAction::kToKernel:
+        if (tx.has_kernel) {
+          PushKernel(tx.kernel, m, c.counters);
+        } else {
+          c.counters->kernel_full.Add(1);  // no queue to take it (not reached: the snapshot says so)
+          drop[ndrop++] = m;
+        }
+        break;
+      case PacketAction::kToControlAndKernel:
+        // Both stacks learn the neighbour from the same answer.
+        if (tx.has_kernel) {
+          rte_mbuf* copy = rte_pktmbuf_copy(m, c.pool, 0, UINT32_MAX);
+          if (copy != nullptr) {
+            PushKernel(tx.kernel, copy, c.counters);
+          } else {
+            c.counters->extra_alloc_fail.Add(1);
+          }
+        }
+        if (!ToControl(c, m)) drop[ndrop++] = m;
+        break;
       case PacketAction::kSteer:
         m->port = rx_port;  // its replies, if any, leave by this port
         if (!Steer(c, m, r.steer_to)) drop[ndrop++] = m;
@@ -185,6 +230,83 @@ uint16_t Serve(const WorkerContext& c, uint16_t rx_port, const LbState* state, T
   uint16_t n = rte_eth_rx_burst(rx_port, c.queue, rx, kRxBurst);
   if (n == 0) return 0;
   Process(c, rx, n, state, rx_port, tx);
+  return n;
+}
+
+// What the kernel interface sent: out by the front port unchanged, tunnel
+// probes toward their backend, an ICMP error about a too-big probe back up.
+uint16_t ServeKernel(const WorkerContext& c, const LbState* state, TxSet& tx) {
+  rte_mbuf* in[kRxBurst];
+  const uint16_t n = rte_eth_rx_burst(static_cast<uint16_t>(c.kernel_port_id), c.queue, in, kRxBurst);
+  if (n == 0) return 0;
+  rte_mbuf* kept[kRxBurst];
+  rte_mbuf* drop[kRxBurst];
+  PacketRef refs[kRxBurst];
+  uint16_t np = 0, ndrop = 0;
+  uint64_t bytes = 0;
+  for (uint16_t i = 0; i < n; ++i) {
+    rte_mbuf* m = in[i];
+    bytes += rte_pktmbuf_pkt_len(m);
+    if (m->nb_segs != 1 || state == nullptr) {
+      (m->nb_segs != 1 ? c.counters->rx_multiseg : c.counters->no_snapshot).Add(1);
+      drop[ndrop++] = m;
+      continue;
+    }
+    PacketRef& r = refs[np];
+    r = PacketRef{};
+    r.data = rte_pktmbuf_mtod(m, uint8_t*);
+    r.len = rte_pktmbuf_data_len(m);
+    r.headroom = rte_pktmbuf_headroom(m);
+    r.tailroom = rte_pktmbuf_tailroom(m);
+    kept[np++] = m;
+  }
+  c.counters->from_kernel.Add(n);
+  c.counters->from_kernel_bytes.Add(bytes);
+  if (np > 0) c.worker->ProcessFromKernel(refs, np, *state, NowNs(), c.tunnel_probes);
+  for (uint16_t i = 0; i < np; ++i) {
+    rte_mbuf* m = kept[i];
+    const PacketRef& r = refs[i];
+    switch (r.action) {
+      case PacketAction::kFromKernel:
+      case PacketAction::kTransmit:
+      case PacketAction::kReply:
+        m->data_off = static_cast<uint16_t>(m->data_off + r.offset);
+        m->data_len = r.out_len;
+        m->pkt_len = r.out_len;
+        if (r.action == PacketAction::kReply) {
+          PushKernel(tx.kernel, m, c.counters);
+        } else {
+          Push(r.action == PacketAction::kTransmit ? tx.to_backends() : tx.front, m, c.counters);
+        }
+        break;
+      case PacketAction::kExtra: {
+        // A probe too big for the tunnel without DF: its fragments.
+        std::span<const ExtraFrame> extra = c.worker->extra_frames();
+        for (uint16_t k = 0; k < r.extra_count; ++k) {
+          const ExtraFrame& e = extra[r.extra_first + k];
+          rte_mbuf* f = rte_pktmbuf_alloc(c.pool);
+          char* dst = f != nullptr ? rte_pktmbuf_append(f, e.len) : nullptr;
+          if (dst == nullptr) {
+            if (f != nullptr) rte_pktmbuf_free(f);
+            c.counters->extra_alloc_fail.Add(1);
+            continue;
+          }
+          std::memcpy(dst, e.data, e.len);
+          Push(tx.to_backends(), f, c.counters);
+        }
+        drop[ndrop++] = m;
+        break;
+      }
+      case PacketAction::kToControl:
+      case PacketAction::kToControlAndKernel:
+      case PacketAction::kToKernel:
+      case PacketAction::kSteer:
+      case PacketAction::kDrop:  // counted by the pipeline (the others are not ProcessFromKernel's)
+        drop[ndrop++] = m;
+        break;
+    }
+  }
+  if (ndrop > 0) rte_pktmbuf_free_bulk(drop, ndrop);
   return n;
 }
 
@@ -212,9 +334,16 @@ int WorkerMain(void* arg) {
   const bool two_arm = c.backend_port_id != c.port_id;
   const bool steering = c.rss_owner != nullptr && c.steer_rings != nullptr;
   if (steering) c.worker->SetRssOwner(c.rss_owner, c.index);
-  TxSet tx{{c.port_id, c.queue, 0, {}}, {c.backend_port_id, c.queue, 0, {}}, two_arm};
+  const bool has_kernel = c.kernel_port_id >= 0;
+  TxSet tx{{c.port_id, c.queue, 0, {}},
+           {c.backend_port_id, c.queue, 0, {}},
+           {static_cast<uint16_t>(has_kernel ? c.kernel_port_id : 0), c.queue, 0, {}},
+           two_arm,
+           has_kernel};
   uint32_t idle = 0;
   (void)NowNs();  // initialise the TSC rate outside the loop
+  const uint64_t kernel_poll_cycles = kKernelPollIntervalNs * rte_get_tsc_hz() / 1'000'000'000u;
+  uint64_t kernel_polled = 0;  // TSC of the last poll
 
   while (!c.stop->load(std::memory_order_relaxed)) {
     const LbState* state = c.publisher->Current();
@@ -229,6 +358,15 @@ int WorkerMain(void* arg) {
                                              nullptr);
       c.counters->control_sent.Add(k);
       for (unsigned i = 0; i < k; ++i) Push(tx.to_backends(), ctl[i], c.counters);
+    }
+    if (has_kernel) {
+      // Not every pass (worker_loop.h): each frame read is a system call.
+      const uint64_t tsc = rte_rdtsc();
+      if (got == 0 || tsc - kernel_polled >= kernel_poll_cycles) {
+        kernel_polled = tsc;
+        got = static_cast<uint16_t>(got + ServeKernel(c, state, tx));
+      }
+      FlushKernel(tx.kernel, c.counters);
     }
     Flush(tx.front, c.counters);
     if (two_arm) Flush(tx.backend_side, c.counters);

@@ -13,6 +13,22 @@
 // Worker::ProcessSteered. A full ring drops the error and counts it
 // (steer_ring_full); nothing ever waits. Without an RssOwner (one queue, or
 // net_af_packet's kernel fanout) there are no rings and nothing changes.
+//
+// The kernel interface (kernel_port.h), when there is one: each worker has
+// its own queue pair on it (a file descriptor of the tap each), so again no
+// locks. Frames the pipeline passes up (kToKernel, and a copy of each
+// kToControlAndKernel) go to the worker's tap TX queue, flushed every pass; a
+// full queue drops and counts (kernel_full), never waits. The worker reads
+// what the kernel sent from its tap RX queue and runs it through
+// Worker::ProcessFromKernel, but not every pass: a tap read is a system call
+// per frame, so the hot path polls it only when kKernelPollIntervalNs passed
+// since the last poll, or when the pass found nothing to do (an idle worker
+// has time). What the kernel sends leaves by the front port, unchanged: the
+// kernel interface stands on the front segment, where the LB's own address
+// is and where the kernel's routes point (two-arm, its next hops are on the
+// front side). Only tunnel probes, encapsulated like data, leave toward the
+// backends (by the backend port, two-arm), since they must take exactly the
+// data path.
 #ifndef MAGLB_DATAPLANE_WORKER_LOOP_H_
 #define MAGLB_DATAPLANE_WORKER_LOOP_H_
 
@@ -43,7 +59,18 @@ struct alignas(64) LoopCounters {
   Counter extra_alloc_fail; ///< fragments lost for want of a buffer
   Counter no_snapshot;      ///< frames received before the first config snapshot: dropped
   Counter steer_full;       ///< ICMP errors whose owner's steering ring was full: dropped
+  Counter to_kernel;        ///< frames written to the kernel interface
+  Counter to_kernel_bytes;
+  Counter kernel_full;      ///< ... that its queue refused: dropped
+  Counter from_kernel;      ///< frames the kernel interface sent (read from its queue)
+  Counter from_kernel_bytes;
 };
+
+/// How often a busy worker reads its kernel-interface queue (an idle one
+/// reads it every pass). A read that finds nothing costs ~nothing on
+/// net_tap (it skips the system call until the tap signals new data), one
+/// that finds frames a read(2) each; at most kRxBurst frames per poll.
+inline constexpr uint64_t kKernelPollIntervalNs = 50'000;
 
 /// Entries per steering ring: ICMP errors are rare; a burst that overflows
 /// this is an attack or a storm, and dropping its excess is what we want.
@@ -80,6 +107,10 @@ struct WorkerContext {
   rte_ring* const* steer_rings = nullptr;  ///< per worker; with rss_owner only
   const std::atomic<bool>* stop = nullptr;
   uint32_t idle_sleep_us = 0;  ///< 0: poll without pause (production)
+  /// The kernel interface's port (queue `queue` is this worker's), or -1.
+  int kernel_port_id = -1;
+  /// Which tunnel probe goes to which backend (null: none).
+  const TunnelProbeTable* tunnel_probes = nullptr;
 };
 
 /// rte_eal_remote_launch entry point; `arg` is a WorkerContext*.

@@ -2,7 +2,10 @@
 maglb in it, drives real traffic from the client namespace, reads counters
 with `maglbctl stats --format json`, and always tears everything down.
 
-Environment: MAGLB_BUILD_DIR (the meson build directory), MAGLB_SOURCE_DIR.
+Environment: MAGLB_BUILD_DIR (the meson build directory), MAGLB_SOURCE_DIR,
+MAGLB_E2E_KERNEL_INTERFACE (if set, every config_text() gets a [kernel]
+interface of that name, so that any test runs with the kernel interface
+present; tests/e2e/meson.build runs test_forwarding so).
 Exit code 77 (meson: skipped) when not root or namespaces are unavailable.
 """
 import fcntl
@@ -102,6 +105,9 @@ def config_text(vips=None, conntrack_capacity=65536, gateway_v4="10.0.0.1", ipv6
             out += ['  [[vip.backend]]', '  name = "%s"' % b,
                     '  address = "%s"' % (BACKENDS6[b] if v6_backends else BACKENDS[b])]
         out.append('')
+    kernel = os.environ.get("MAGLB_E2E_KERNEL_INTERFACE")
+    if kernel and "[kernel]" not in extra:
+        extra += '\n[kernel]\ninterface = "%s"\n' % kernel
     return "\n".join(out) + "\n" + extra
 
 
@@ -142,6 +148,7 @@ class Testbed:
         self.link_mtu = link_mtu
         self.prefix = "mlb-e2e-%d" % os.getpid()
         self.proc = None
+        self.stopped_rc = None  # exit code of a maglb the test stopped itself (stop())
         self.expect_clean_exit = True
 
     def __enter__(self):
@@ -211,6 +218,10 @@ class Testbed:
             time.sleep(0.1)
         else:
             raise TestFailure("maglb did not start within 30 s:\n" + self.read_log())
+        kernel = os.environ.get("MAGLB_E2E_KERNEL_INTERFACE")
+        if kernel and ('interface = "%s"' % kernel) in self.config:
+            check("kernel interface %s:" % kernel in self.read_log(),
+                  "maglb runs with its kernel interface %s (MAGLB_E2E_KERNEL_INTERFACE)" % kernel)
         # Wait until every next hop is resolved (ARP through the router's bridge).
         self.wait_for(lambda: all(all(v["backend_next_hop_resolved"]) for v in self.stats()["vips"].values()),
                       "all next hops resolved", 15)
@@ -259,9 +270,9 @@ class Testbed:
         self.wait_for(lambda: self.generation() > gen, "config generation > %d" % gen, 10)
 
     def stop(self):
-        """SIGTERM; returns (exit code, log)."""
+        """SIGTERM; returns (exit code, log). Once stopped, again: the same code."""
         if self.proc is None:
-            return None, self.read_log()
+            return self.stopped_rc, self.read_log()
         self.proc.send_signal(signal.SIGTERM)
         try:
             rc = self.proc.wait(timeout=15)
@@ -270,6 +281,7 @@ class Testbed:
             rc = self.proc.wait(timeout=5)
             self.expect_clean_exit = False
         self.proc = None
+        self.stopped_rc = rc
         return rc, self.read_log()
 
     def teardown(self):

@@ -12,7 +12,12 @@
 //     names is read in full (ASan checks the bounds it claims);
 //  2. the packet library directly (Classify, Forward in every mode, the
 //     reply builders, IPv4 fragmentation), with each buffer sized exactly,
-//     so that a read one byte past the end is caught too.
+//     so that a read one byte past the end is caught too;
+//  3. the exception path: every other input goes through a snapshot with a
+//     kernel interface (so frames to the LB's address go up to it), and every
+//     input through Worker::ProcessFromKernel as a frame the kernel sent,
+//     with every tunnel-probe port mapped (to a VIP and a backend that exist,
+//     or to a backend that does not).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -84,9 +89,19 @@ struct Fixture {
     auto s = BuildLbState(c, nullptr, opts);
     if (!s.ok()) std::abort();
     state = *std::move(s);
+    opts.kernel_interface = true;
+    s = BuildLbState(c, nullptr, opts);
+    if (!s.ok()) std::abort();
+    kernel_state = *std::move(s);
+    // Odd ports: VIP "web"'s first backend; even ports: one that is gone.
+    const VipState& web = kernel_state->vips()[0];
+    for (uint32_t port = kTunnelProbePortBase; port < kTunnelProbePortBase + kTunnelProbePorts; ++port) {
+      probes.Set(static_cast<uint16_t>(port), web.id, port % 2 ? web.backends[0].id : 0xFFFFFFF0u);
+    }
     ConntrackConfig ct;
     ct.capacity = 1024;
     worker = std::make_unique<Worker>(ct, ConntrackKey::Fixed(1));
+    kernel_worker = std::make_unique<Worker>(ct, ConntrackKey::Fixed(2));
     vips = VipMatcher(VipSpecsOf(c.vips));
     local.v4 = c.lb.ipv4;
     local.v6 = c.lb.ipv6;
@@ -94,7 +109,10 @@ struct Fixture {
     encap.mtu = 1400;
   }
   std::unique_ptr<const LbState> state;
+  std::unique_ptr<const LbState> kernel_state;  // with a kernel interface
   std::unique_ptr<Worker> worker;
+  std::unique_ptr<Worker> kernel_worker;  // frames from the kernel interface
+  TunnelProbeTable probes;
   VipMatcher vips;
   LocalAddresses local;
   EncapConfig encap;
@@ -110,6 +128,33 @@ void Touch(const uint8_t* p, size_t n) { g_sink = ChecksumPartial(p, n, 0); }
 // input in three is verified in software (RxChecksum in packet.h).
 RxChecksum ChecksumHint(size_t size) { return size % 3 == 0 ? RxChecksum::kUnknown : RxChecksum::kGood; }
 
+// The frames a PacketRef names exist within its buffer (or the scratch).
+void CheckOutput(Fixture& f, Worker& w, const PacketRef& ref, const std::vector<uint8_t>& buf) {
+  switch (ref.action) {
+    case PacketAction::kTransmit:
+    case PacketAction::kReply:
+    case PacketAction::kToKernel:
+    case PacketAction::kFromKernel: {
+      const uint8_t* out = ref.data + ref.offset;
+      if (out < buf.data() || out + ref.out_len > buf.data() + buf.size()) std::abort();
+      Touch(out, ref.out_len);
+      break;
+    }
+    case PacketAction::kExtra:
+      for (const ExtraFrame& e : w.extra_frames().subspan(ref.extra_first, ref.extra_count)) {
+        Touch(e.data, e.len);
+      }
+      break;
+    case PacketAction::kToControl:
+    case PacketAction::kToControlAndKernel:
+    case PacketAction::kDrop:
+      break;
+    case PacketAction::kSteer:
+      std::abort();  // only with an RssOwner, which this worker has not
+  }
+  (void)f;
+}
+
 void RunPipeline(Fixture& f, const uint8_t* data, size_t size) {
   if (size > 0xFFFF - kHeadroom - kTailroom) return;
   // Odd-sized inputs get no tailroom, so that a read past the frame's end
@@ -123,26 +168,23 @@ void RunPipeline(Fixture& f, const uint8_t* data, size_t size) {
   ref.headroom = kHeadroom;
   ref.tailroom = static_cast<uint16_t>(tailroom);
   f.now_ns += 7'000'000'000ULL;  // 7 s per input: timeouts expire along the way
-  f.worker->ProcessPacket(ref, *f.state, f.now_ns, ChecksumHint(size));
-  switch (ref.action) {
-    case PacketAction::kTransmit:
-    case PacketAction::kReply: {
-      const uint8_t* out = ref.data + ref.offset;
-      if (out < buf.data() || out + ref.out_len > buf.data() + buf.size()) std::abort();
-      Touch(out, ref.out_len);
-      break;
-    }
-    case PacketAction::kExtra:
-      for (const ExtraFrame& e : f.worker->extra_frames().subspan(ref.extra_first, ref.extra_count)) {
-        Touch(e.data, e.len);
-      }
-      break;
-    case PacketAction::kToControl:
-    case PacketAction::kDrop:
-      break;
-    case PacketAction::kSteer:
-      std::abort();  // only with an RssOwner, which this worker has not
+  const LbState& state = (size / 2) % 2 ? *f.kernel_state : *f.state;
+  f.worker->ProcessPacket(ref, state, f.now_ns, ChecksumHint(size));
+  CheckOutput(f, *f.worker, ref, buf);
+
+  // The same bytes as a frame the kernel interface sent.
+  std::memcpy(buf.data() + kHeadroom, data, size);
+  PacketRef from_kernel;
+  from_kernel.data = buf.data() + kHeadroom;
+  from_kernel.len = static_cast<uint16_t>(size);
+  from_kernel.headroom = kHeadroom;
+  from_kernel.tailroom = static_cast<uint16_t>(tailroom);
+  f.kernel_worker->ProcessFromKernel(&from_kernel, 1, *f.kernel_state, f.now_ns, &f.probes);
+  if (from_kernel.action == PacketAction::kToKernel || from_kernel.action == PacketAction::kToControl ||
+      from_kernel.action == PacketAction::kToControlAndKernel) {
+    std::abort();  // nothing from the kernel goes back up but an ICMP error (kReply)
   }
+  CheckOutput(f, *f.kernel_worker, from_kernel, buf);
 }
 
 void RunLibrary(Fixture& f, const uint8_t* data, size_t size) {

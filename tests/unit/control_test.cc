@@ -27,6 +27,18 @@ using testing::Mac;
 
 constexpr uint64_t kSecond = 1'000'000'000;
 
+// Our addresses, as the packet path's LocalAddresses: one of each family.
+LocalAddresses Local4(const char* v4) {
+  LocalAddresses a;
+  a.v4 = Ip(v4);
+  return a;
+}
+LocalAddresses Local6(const char* v6) {
+  LocalAddresses a;
+  a.v6 = Ip(v6);
+  return a;
+}
+
 TEST(BuildArpRequest, IsABroadcastWhoHas) {
   uint8_t f[kArpRequestLen];
   MacAddress mac = Mac("02:00:00:00:00:0a");
@@ -54,7 +66,7 @@ TEST(BuildArpRequest, TheTargetAnswersIt) {
   uint8_t f[kArpRequestLen];
   ASSERT_EQ(BuildArpRequest(Mac("02:00:00:00:00:0a"), Ip("10.0.0.10"), Ip("10.0.0.1"), f),
             kArpRequestLen);
-  LocalAddresses gateway{Ip("10.0.0.1"), std::nullopt};
+  const LocalAddresses gateway = Local4("10.0.0.1");
   VipMatcher no_vips;
   ParsedPacket p;
   Verdict v = Classify(std::span<const uint8_t>(f, kArpRequestLen), no_vips, gateway, &p);
@@ -63,7 +75,7 @@ TEST(BuildArpRequest, TheTargetAnswersIt) {
   ASSERT_EQ(MakeArpReply(f, p, Ip("10.0.0.1"), Mac("02:00:00:00:00:01")), kArpRequestLen);
   ParsedPacket q;
   ASSERT_EQ(Classify(std::span<const uint8_t>(f, kArpRequestLen), no_vips,
-                     LocalAddresses{Ip("10.0.0.10"), std::nullopt}, &q).action,
+                     Local4("10.0.0.10"), &q).action,
             Action::kLocalArp);
   std::optional<NeighborInfo> n = ExtractNeighbor(std::span<const uint8_t>(f, kArpRequestLen), q);
   ASSERT_TRUE(n.has_value());
@@ -104,7 +116,7 @@ TEST(BuildNeighborSolicit, TheTargetAnswersIt) {
   VipMatcher no_vips;
   ParsedPacket p;
   ASSERT_EQ(Classify(std::span<const uint8_t>(f, kNeighborSolicitLen), no_vips,
-                     LocalAddresses{std::nullopt, Ip("fd00::1")}, &p).action,
+                     Local6("fd00::1"), &p).action,
             Action::kLocalNd);
   uint8_t na[kNeighborAdvertLen + 8];
   size_t len = BuildNeighborAdvert(std::span<const uint8_t>(f, kNeighborSolicitLen), p,
@@ -112,7 +124,7 @@ TEST(BuildNeighborSolicit, TheTargetAnswersIt) {
   ASSERT_GT(len, 0u);
   ParsedPacket q;
   ASSERT_EQ(Classify(std::span<const uint8_t>(na, len), no_vips,
-                     LocalAddresses{std::nullopt, Ip("fd00::10")}, &q).action,
+                     Local6("fd00::10"), &q).action,
             Action::kLocalNd);
   std::optional<NeighborInfo> n = ExtractNeighbor(std::span<const uint8_t>(na, len), q);
   ASSERT_TRUE(n.has_value());

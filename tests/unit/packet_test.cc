@@ -603,7 +603,9 @@ TEST_F(ClassifyTest, EveryClassifyDropReason) {
                                       DropReason::kBroadcastSource, DropReason::kBroadcastDestination,
                                       DropReason::kNoBackend, DropReason::kMtuExceeded,
                                       DropReason::kMtuExceededNoIcmp, DropReason::kNoEncapSource,
-                                      DropReason::kNoHeadroom, DropReason::kNoNeighbor};
+                                      DropReason::kNoHeadroom, DropReason::kNoNeighbor,
+                                      // the kernel interface's (kernel_path_test)
+                                      DropReason::kKernelRateLimited, DropReason::kTunnelProbeStale};
   for (size_t i = 0; i < kNumDropReasons; ++i) {
     const DropReason r = static_cast<DropReason>(i);
     EXPECT_TRUE(covered.count(r) || later.count(r)) << "untested: " << DropReasonName(r);
