@@ -78,7 +78,8 @@ def backend(tb, vip, name):
 
 def show_health(tb):
     banner("Health checks: be2's HTTP server stops (HTTP checks of web-gre every 500 ms, fall 2, rise 2)")
-    lbtest.ns("mlb-lb", "ip", "route", "replace", "default", "via", "10.0.0.1", "dev", "maglb0")
+    subprocess.run([lbtest.TESTBED, "kernel-routes", "maglb0"], check=True, capture_output=True,
+                   env=tb.testbed_env(), pass_fds=(tb.lock.fileno(),))
     tb.wait_for(lambda: backend(tb, "web-gre", "be2")["health"] == "up", "be2 up", 20)
     print(vip_table(tb, "web-gre"))
     subprocess.run([lbtest.TESTBED, "service", "be2", "server", "stop"], check=True, capture_output=True,
