@@ -59,7 +59,9 @@ Bytes Advert(const char* target, const MacAddress& mac, Na na = {}) { return Adv
 // The control thread's path: Classify (as the worker did), then read the claim.
 std::optional<NeighborClaim> Claim(const Bytes& f, Verdict* verdict = nullptr) {
   VipMatcher no_vips;
-  LocalAddresses lb{Ip("10.0.0.10"), Ip("fd00::10")};
+  LocalAddresses lb;
+  lb.v4 = Ip("10.0.0.10");
+  lb.v6 = Ip("fd00::10");
   ParsedPacket p;
   Verdict v = Classify(f, no_vips, lb, &p);
   if (verdict != nullptr) *verdict = v;
