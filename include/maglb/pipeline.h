@@ -299,10 +299,6 @@ class Worker {
   // ICMP errors, ARP/ND replies. now_ns_: the current burst's clock.
   TokenBucket icmp_bucket_;
   TokenBucket neighbor_bucket_;
-  // Frames up to the kernel interface ([kernel] rate, burst): each costs the
-  // worker a write(2) and the kernel's receive path, so a flood to the LB's
-  // address must not take more than this.
-  TokenBucket kernel_bucket_;
   uint64_t now_ns_ = 0;
   // Per-chunk working state, kept here so that nothing is initialised twice.
   // Cache-line aligned: how these arrays fall on lines measurably changes the
@@ -315,6 +311,11 @@ class Worker {
   bool steered_burst_ = false;   // ProcessSteered: handed over, counted by the sender
   const RssOwner* rss_owner_ = nullptr;
   uint32_t self_ = 0;
+  // Frames up to the kernel interface ([kernel] rate, burst): each costs the
+  // worker a write(2) and the kernel's receive path, so a flood to the LB's
+  // address must not take more than this. Last, so that the members above
+  // lie as they did before it (the hot path's layout).
+  TokenBucket kernel_bucket_;
 };
 
 /// Counters summed over workers, by name, for one snapshot: what telemetry

@@ -473,6 +473,13 @@ report::Report TableReport(const Json& stats, const std::vector<VipDetail>& vips
   }
   totals.notes.push_back(absl::StrCat("drops: ", NonZeroReasons(stats, kDrop)));
   totals.notes.push_back(absl::StrCat("local: ", local.empty() ? "none" : absl::StrJoin(local, " ")));
+  if (n(kToKernelPackets) != 0 || n(kFromKernelPackets) != 0 || n(kKernelQueueFull) != 0) {
+    // The exception path (its rate-limit drops are on the drops line).
+    totals.notes.push_back(absl::StrFormat(
+        "kernel interface: %u frames %u bytes up to it, %u frames %u bytes from it; queue full %u",
+        n(kToKernelPackets), n(kToKernelBytes), n(kFromKernelPackets), n(kFromKernelBytes),
+        n(kKernelQueueFull)));
+  }
   totals.notes.push_back(absl::StrFormat("neighbors: %u updates, %u ARP / %u ND requests sent; ignored: %s",
                                          n(kNeighborUpdates), n(kArpRequestsSent), n(kNdRequestsSent),
                                          NonZeroReasons(stats, kNeighborIgnored)));

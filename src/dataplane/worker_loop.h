@@ -67,9 +67,15 @@ struct alignas(64) LoopCounters {
 };
 
 /// How often a busy worker reads its kernel-interface queue (an idle one
-/// reads it every pass). A read that finds nothing costs ~nothing on
-/// net_tap (it skips the system call until the tap signals new data), one
-/// that finds frames a read(2) each; at most kRxBurst frames per poll.
+/// reads it every pass). Measured on net_tap (DPDK 22.11, a shared 2-vCPU
+/// EPYC VM): a poll costs ~7 ns while the kernel sent nothing (net_tap skips
+/// the system call until the tap's signal says data came, on any of its
+/// queues), ~0.4-0.5 us once it did (a readv(2) that finds the queue
+/// empty), and ~0.6-0.8 us per frame read. So a busy worker pays at most
+/// ~1% of its time for polls that find nothing, and the kernel's frames
+/// wait at most 50 us; a poll takes at most kRxBurst frames. (Writing a
+/// frame up costs ~2 us with the kernel's receive path: [kernel] rate bounds
+/// that.)
 inline constexpr uint64_t kKernelPollIntervalNs = 50'000;
 
 /// Entries per steering ring: ICMP errors are rare; a burst that overflows

@@ -156,6 +156,9 @@ def test():
                   "counted: %d frames (%d bytes) to the kernel, %d (%d bytes) from it" %
                   (up, after["to_kernel_bytes"] - before["to_kernel_bytes"], down,
                    after["from_kernel_bytes"] - before["from_kernel_bytes"]))
+            text = lbtest.run([lbtest.MAGLBCTL, "stats", "--prefix", tb.prefix], timeout=10).stdout
+            check(re.search(r"kernel interface: \d+ frames \d+ bytes up to it, \d+ frames \d+ bytes from it", text)
+                  is not None, "maglbctl stats shows the kernel interface's counters")
         finally:
             for s in servers:
                 s.stop()

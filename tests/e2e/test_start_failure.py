@@ -6,6 +6,7 @@ a net_null port (no namespaces needed); a preloaded shim (start_fault.cc)
 makes one DPDK call fail and logs the release calls. The error line and exit
 code stay those of the daemon."""
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -67,8 +68,23 @@ def main():
         raise lbtest.TestFailure("%s not built" % SHIM)
     tmp = tempfile.mkdtemp(prefix="mlb-startfail-")
     try:
+        # The example without a kernel interface: this test runs in the host's
+        # own network namespace, where maglb must make none.
+        with open(os.path.join(lbtest.SOURCE_DIR, "config", "example.toml")) as f:
+            example = f.read()
+        active = re.compile(r'(?m)^(\[kernel\][^\[]*?)^interface = .*$')
+        no_kernel = active.sub(r"\1# interface: none in this test", example)
+        if active.search(no_kernel) or "\n[kernel]\n" not in no_kernel:
+            raise lbtest.TestFailure("config/example.toml: cannot find its [kernel] table and interface")
         config = os.path.join(tmp, "maglb.toml")
-        shutil.copy(os.path.join(lbtest.SOURCE_DIR, "config", "example.toml"), config)
+        with open(config, "w") as f:
+            f.write(no_kernel)
+        # A kernel interface named like one that exists ("lo"): refused before
+        # anything is made, the port released.
+        kernel_lo = os.path.join(tmp, "kernel-lo.toml")
+        with open(kernel_lo, "w") as f:
+            f.write(no_kernel.replace("\n[kernel]\n", '\n[kernel]\ninterface = "lo"\n', 1))
+        kernel_line = no_kernel[:no_kernel.index("\n[kernel]\n")].count("\n") + 2
         null = "--vdev=net_null0,no-rx=1"
         expect(tmp, "started", null, config, 0, "maglb: stopped on SIGTERM", STARTED_RELEASE,
                stop_after_start=True)
@@ -78,6 +94,9 @@ def main():
                STARTED_RELEASE, fault="launch")
         expect(tmp, "dev_start", null, config, 1, "maglb: error: port 0: rte_eth_dev_start failed: ",
                PORT_RELEASE, fault="dev_start")
+        expect(tmp, "kernel_exists", null, kernel_lo, 1,
+               "maglb: error: %s:%d: cannot create kernel interface lo: an interface of that name already "
+               "exists in this network namespace" % (kernel_lo, kernel_line), STARTED_RELEASE)
         expect(tmp, "no_port", "--vdev=net_pcap0,iface=mlb-no-such-if", config, 1,
                "maglb: error: no DPDK port: the virtual device --vdev=net_pcap0,iface=mlb-no-such-if "
                "failed to probe", ["rte_eal_cleanup"])

@@ -95,6 +95,18 @@ def frames():
     f["echo4_vip_options"] = eth() / IP(src=CLIENT4, dst=VIP4, options=b"\x01\x01\x01\x00") / ICMP(id=2) / payload
     f["echo6_local"] = eth() / IPv6(src=CLIENT6, dst=LB6) / ICMPv6EchoRequest(id=3, seq=1) / payload
     f["echo6_vip_hbh"] = eth() / IPv6(src=CLIENT6, dst=VIP6) / IPv6ExtHdrHopByHop() / ICMPv6EchoRequest(id=4)
+    # The kernel interface: to our address (up to it), and as the kernel
+    # sends them: tunnel probes from mapped ports (61001: a backend that
+    # exists; 61002: one that is gone), to a VIP of each mode, v4 and v6.
+    f["tcp4_to_kernel"] = eth() / IP(src=CLIENT4, dst=LB4) / TCP(sport=40000, dport=22, flags="S")
+    f["udp6_to_kernel"] = eth() / IPv6(src=CLIENT6, dst=LB6) / UDP(sport=4000, dport=53) / payload
+    kernel = Ether(dst=PEER_MAC, src=OUR_MAC)
+    f["probe4_gre"] = kernel / IP(src=LB4, dst=VIP4) / TCP(sport=61001, dport=80, flags="S")
+    f["probe4_stale"] = kernel / IP(src=LB4, dst=VIP4) / TCP(sport=61002, dport=80, flags="S")
+    f["probe4_dsr"] = kernel / IP(src=LB4, dst=DSR4) / TCP(sport=61001, dport=80, flags="PA") / payload
+    f["probe4_udp"] = kernel / IP(src=LB4, dst=DNS4) / UDP(sport=61003, dport=53) / payload
+    f["probe6_tcp"] = kernel / IPv6(src=LB6, dst=VIP6) / TCP(sport=61001, dport=443, flags="S")
+    f["probe4_big_df"] = kernel / IP(src=LB4, dst=VIP4, flags="DF") / TCP(sport=61001, dport=80, flags="PA") / Raw(b"p" * 1400)
     # Other traffic and malformed frames.
     f["other_dst"] = eth() / IP(src=CLIENT4, dst="10.9.9.9") / TCP(dport=80)
     f["gre_to_us"] = eth() / IP(src=CLIENT4, dst=LB4) / GRE() / IP(src=CLIENT4, dst=VIP4) / TCP(dport=80)
