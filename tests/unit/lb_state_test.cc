@@ -1,5 +1,6 @@
 #include "maglb/lb_state.h"
 
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -432,6 +433,115 @@ TEST(LbStateTest, AfterAnyReloadTheTablesAreThoseOfAFreshStart) {
   // Both paths ran many times.
   EXPECT_GT(rebuilt, 100);
   EXPECT_GT(reused, 100);
+}
+
+}  // namespace
+}  // namespace maglb
+
+namespace maglb {
+namespace {
+
+// Health as the health task hands it in (LbStateOptions::health).
+LbStateOptions WithHealth(std::map<std::string, BackendHealthInput> by_backend) {
+  LbStateOptions o;
+  o.health = [by_backend](std::string_view, std::string_view b) -> std::optional<BackendHealthInput> {
+    auto it = by_backend.find(std::string(b));
+    if (it == by_backend.end()) return std::nullopt;
+    return it->second;
+  };
+  return o;
+}
+
+Config CheckedConfig() {
+  Config c = BaseConfig();
+  HealthCheckConfig check;
+  check.type = HealthCheckType::kTcp;
+  c.vips[0].health_check = check;  // "web": a (1), b (1), c (2)
+  return c;
+}
+
+const BackendState& BackendOf(const LbState& s, std::string_view vip, std::string_view name) {
+  for (const BackendState& b : s.FindVip(vip)->backends) {
+    if (b.name == name) return b;
+  }
+  ADD_FAILURE() << name;
+  return s.FindVip(vip)->backends[0];
+}
+
+TEST(LbStateHealth, ADownBackendLeavesTheTableButKeepsItsFlowsUnlessTheyMove) {
+  Config c = CheckedConfig();
+  auto first = BuildLbState(c, nullptr, WithHealth({}));
+  ASSERT_TRUE(first.ok());
+  const uint32_t b_id = IdOf(**first, "web", "b");
+  const VipState& v1 = *(*first)->FindVip("web");
+  uint16_t b_index = 0;
+  while (v1.backends[b_index].name != "b") ++b_index;
+
+  // pin (the default): b takes no new flows, its tracked ones still resolve.
+  auto pinned = RebuildForInputs(**first, WithHealth({{"b", {BackendHealth::kDown, 0, false}}}));
+  ASSERT_TRUE(pinned.ok());
+  const VipState& vp = *(*pinned)->FindVip("web");
+  EXPECT_EQ((*pinned)->generation(), (*first)->generation()) << "health keeps the generation";
+  EXPECT_TRUE((*pinned)->change().inputs_only);
+  EXPECT_EQ(BackendOf(**pinned, "web", "b").weight, 0u);
+  EXPECT_EQ(BackendOf(**pinned, "web", "b").configured_weight, 1u);
+  EXPECT_EQ(BackendOf(**pinned, "web", "b").health, BackendHealth::kDown);
+  EXPECT_EQ(BackendOf(**pinned, "web", "a").health, BackendHealth::kUp);
+  EXPECT_EQ(BackendOf(**pinned, "api", "x").health, BackendHealth::kUnchecked) << "no check on api";
+  uint16_t pinned_index = 0;
+  while (vp.backends[pinned_index].name != "b") ++pinned_index;
+  EXPECT_EQ(vp.table->EntryCounts()[pinned_index], 0u);
+  EXPECT_EQ(vp.Resolve(b_id, b_index), pinned_index) << "pinned: its flows stay";
+  EXPECT_EQ(vp.Resolve(b_id, 0xFFFE), pinned_index);
+
+  // move: its tracked flows learn it is gone (on the hint path and the slow one).
+  auto moved = RebuildForInputs(**first, WithHealth({{"b", {BackendHealth::kDown, 0, true}}}));
+  ASSERT_TRUE(moved.ok());
+  const VipState& vm = *(*moved)->FindVip("web");
+  uint16_t moved_index = 0;
+  while (vm.backends[moved_index].name != "b") ++moved_index;
+  EXPECT_TRUE(vm.backends[moved_index].flows_move);
+  EXPECT_EQ(vm.Resolve(b_id, moved_index), VipState::kNoBackend);
+  EXPECT_EQ(vm.Resolve(b_id, 0xFFFE), VipState::kNoBackend);
+  EXPECT_EQ(vm.backends[moved_index].id, b_id) << "same identity: its counters go on";
+
+  // Back up: the table is the one it had (tables depend on weights alone).
+  auto back = RebuildForInputs(**moved, WithHealth({}));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ((*back)->FindVip("web")->fingerprint(), v1.fingerprint());
+}
+
+TEST(LbStateHealth, ABackendAReloadAddsStartsDownUntilChecked) {
+  Config c = CheckedConfig();
+  auto first = BuildLbState(c, nullptr, WithHealth({}));
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(BackendOf(**first, "web", "a").health, BackendHealth::kUp) << "at start: up, not yet checked";
+  c.vips[0].backends.push_back({"d", Ip("203.0.113.9"), 1, 0});
+  auto second = BuildLbState(c, first->get(), WithHealth({}));
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(BackendOf(**second, "web", "d").health, BackendHealth::kDown);
+  EXPECT_EQ(BackendOf(**second, "web", "d").weight, 0u);
+  EXPECT_EQ(BackendOf(**second, "web", "a").health, BackendHealth::kUp);
+  EXPECT_EQ((*second)->generation(), 2u);
+}
+
+TEST(LbStateHealth, ASlowStartStepServesAFractionOfTheShare) {
+  Config c = CheckedConfig();
+  auto first = BuildLbState(c, nullptr, WithHealth({}));
+  ASSERT_TRUE(first.ok());
+  // b ramps at step 1 of 5: every weight of the VIP scaled by 5, b at 1.
+  auto ramp = RebuildForInputs(**first, WithHealth({{"a", {BackendHealth::kUp, 5, false}},
+                                                    {"b", {BackendHealth::kUp, 1, false}},
+                                                    {"c", {BackendHealth::kUp, 10, false}}}));
+  ASSERT_TRUE(ramp.ok()) << ramp.status();
+  const VipState& v = *(*ramp)->FindVip("web");
+  auto counts = v.table->EntryCounts();
+  uint32_t b_entries = 0;
+  for (size_t i = 0; i < v.backends.size(); ++i) {
+    if (v.backends[i].name == "b") b_entries = counts[i];
+  }
+  EXPECT_GT(b_entries, 0u);
+  EXPECT_LT(b_entries, 251u / 4 / 2) << "a fifth of its share";
 }
 
 }  // namespace
