@@ -91,8 +91,7 @@ struct VipState {
   std::shared_ptr<const LookupTable> table;
   /// In the table's index order: table->Lookup(h) indexes this vector.
   std::vector<BackendState> backends;
-  /// (id, index) sorted by id, for Resolve's fallback; without the backends
-  /// whose flows move.
+  /// (id, index) sorted by id, for Resolve's fallback.
   std::vector<std::pair<uint32_t, uint16_t>> id_index;
 
   uint64_t fingerprint() const { return table->fingerprint(); }
@@ -106,6 +105,8 @@ struct VipState {
     return ResolveSlow(id);
   }
   uint16_t ResolveSlow(uint32_t id) const;
+  /// Index of the backend with `id` whatever its health (probes), or kNoBackend.
+  uint16_t ResolveAny(uint32_t id) const;
 };
 
 /// What a reload changed, for the daemon's one-line log.

@@ -246,6 +246,9 @@ class Worker {
     rss_owner_ = owner;
     self_ = self;
   }
+  /// The health probes' ports (tunnel_probe.h): their replies reach the
+  /// kernel on a budget of their own. Must outlive the worker's use of it.
+  void SetProbeTable(const TunnelProbeTable* probes) { probes_ = probes; }
 
   /// Frames built during the last ProcessBurst (PacketAction::kExtra).
   std::span<const ExtraFrame> extra_frames() const { return {extra_.data(), extra_count_}; }
@@ -263,8 +266,9 @@ class Worker {
   void ToVip(PacketRef& pkt, const ParsedPacket& p, const Conntrack::Probe& probe,
              const VipState& vip, const LbState& state, uint64_t now_ns);
   void Local(PacketRef& pkt, const ParsedPacket& p, Action action, const LbState& state);
-  bool KernelMayTake(const LbState& state);
-  void ToKernel(PacketRef& pkt, const LbState& state);
+  bool KernelMayTake(TokenBucket& bucket, const LbState& state);
+  bool IsProbeReply(const ParsedPacket& p) const;
+  void ToKernel(PacketRef& pkt, const ParsedPacket& p, const LbState& state);
   void ToControl(PacketRef& pkt, const LbState& state);
   void FromKernel(PacketRef& pkt, ParsedPacket& p, const LbState& state, const TunnelProbeTable* probes);
   bool MayReply(PacketRef& pkt, const ParsedPacket& p, TokenBucket& bucket, DropReason over_limit,
@@ -316,6 +320,11 @@ class Worker {
   // address must not take more than this. Last, so that the members above
   // lie as they did before it (the hot path's layout).
   TokenBucket kernel_bucket_;
+  // Replies to health probes, and the kernel's copies of ARP/ND answers: the
+  // same rate, apart (a flood to the LB's address must not starve checks).
+  TokenBucket probe_bucket_;
+  TokenBucket neighbor_copy_bucket_;
+  const TunnelProbeTable* probes_ = nullptr;
 };
 
 /// Counters summed over workers, by name, for one snapshot: what telemetry

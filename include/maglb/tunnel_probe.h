@@ -1,4 +1,8 @@
-// Which backend a tunnel health probe is for, by the probe's source port.
+// Which backend a health probe is for, by the probe's source port.
+//
+// Every probe (direct or tunnel) binds a port of this range, mapped here to
+// its backend and to the peer it probes, so that the probe's replies reach
+// the kernel on a budget of their own (pipeline.h, ToKernel).
 //
 // A `tunnel` health check (health_config.h, HealthCheckVia::kTunnel) makes the
 // kernel interface's stack open a TCP or UDP connection to a VIP, from the
@@ -49,15 +53,38 @@ class TunnelProbeTable {
 
   /// Maps `port`. False (nothing changes) when the port is outside the range
   /// or an id is 0 (never assigned: lb_state.h), which would read as unmapped.
-  bool Set(uint16_t port, uint32_t vip_id, uint32_t backend_id) {
+  /// `peer` (PeerKey of the address and port the probe goes to) says which
+  /// replies to this port are the probe's: they reach the kernel on a budget
+  /// of their own, so that a flood to the LB's address cannot starve them.
+  bool Set(uint16_t port, uint32_t vip_id, uint32_t backend_id, uint64_t peer = 0) {
     if (!Covers(port) || vip_id == 0 || backend_id == 0) return false;
+    peers_[port - kTunnelProbePortBase].store(peer, std::memory_order_relaxed);
     slots_[port - kTunnelProbePortBase].store(uint64_t{vip_id} << 32 | backend_id,
                                                std::memory_order_relaxed);
     return true;
   }
 
   void Clear(uint16_t port) {
-    if (Covers(port)) slots_[port - kTunnelProbePortBase].store(0, std::memory_order_relaxed);
+    if (!Covers(port)) return;
+    slots_[port - kTunnelProbePortBase].store(0, std::memory_order_relaxed);
+    peers_[port - kTunnelProbePortBase].store(0, std::memory_order_relaxed);
+  }
+
+  /// The probe peer a port expects replies from (0: none).
+  uint64_t Peer(uint16_t port) const {
+    return Covers(port) ? peers_[port - kTunnelProbePortBase].load(std::memory_order_relaxed) : 0;
+  }
+
+  /// A probe's peer as one word: its address (16 bytes for IPv6, 4 for IPv4,
+  /// in network order) folded, and its port. Not a secret: a reply must come
+  /// from exactly the address and port probed to be counted as the probe's.
+  static uint64_t PeerKey(const uint8_t* address, bool is_v6, uint16_t port) {
+    uint64_t a = 0, b = 0;
+    for (int i = 0; i < 8 && i < (is_v6 ? 16 : 4); ++i) a = a << 8 | address[i];
+    for (int i = 8; i < (is_v6 ? 16 : 0); ++i) b = b << 8 | address[i];
+    const uint64_t key = (a * 0x9E3779B97F4A7C15ull) ^ (b * 0xC2B2AE3D27D4EB4Full) ^
+                         (uint64_t{port} << 1 | (is_v6 ? 1u : 0u));
+    return key == 0 ? 1 : key;  // 0 reads as "none"
   }
 
   /// The port's target, if mapped.
@@ -71,6 +98,7 @@ class TunnelProbeTable {
  private:
   // 0: unmapped (ids are never 0).
   std::array<std::atomic<uint64_t>, kTunnelProbePorts> slots_{};
+  std::array<std::atomic<uint64_t>, kTunnelProbePorts> peers_{};
 };
 
 }  // namespace maglb

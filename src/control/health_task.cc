@@ -122,101 +122,128 @@ void HealthTask::Forget(Backend& b) {
   }
 }
 
+int HealthTask::TakePortSlot() {
+  // A random free slot: which port probes which backend is not predictable
+  // from the config's order (a forged reply must also guess the port).
+  std::uniform_int_distribution<size_t> pick(0, tunnel_ports_used_.size() - 1);
+  const size_t first = pick(jitter_rng_);
+  for (size_t i = 0; i < tunnel_ports_used_.size(); ++i) {
+    const size_t slot = (first + i) % tunnel_ports_used_.size();
+    if (!tunnel_ports_used_[slot]) {
+      tunnel_ports_used_[slot] = true;
+      return static_cast<int>(slot);
+    }
+  }
+  return -1;
+}
+
 void HealthTask::ConfigPublished(const LbState& state) {
   const uint64_t now = Now();
   const LbConfig& lb = state.config().lb;
   limiter_.set_interval_ns(uint64_t{state.config().health.rebuild_interval_ms} * 1'000'000);
-  std::map<Key, std::unique_ptr<Backend>> next;
-  std::map<std::string, VipPolicy> next_vips;
+  // Checks go out over the kernel interface; a daemon started without one
+  // cannot check (a reload that adds [kernel] applies at the next restart).
+  const bool can_check = options_.tunnel_probes != nullptr;
+  // What stays: checked backends of the new config, at the same address.
+  std::map<Key, const BackendState*> wanted;
+  std::map<std::string, const VipConfig*> checked_vips;
+  bool checks_configured = false;
   for (const VipState& v : state.vips()) {
     const VipConfig* vc = state.config().FindVip(v.name);
     if (vc == nullptr || !vc->health_check || vc->health_check->type == HealthCheckType::kNone) continue;
+    checks_configured = true;
+    if (!can_check) continue;
+    checked_vips[v.name] = vc;
+    for (const BackendState& bs : v.backends) wanted[Key(v.name, bs.name)] = &bs;
+  }
+  if (checks_configured && !can_check) {
+    LogLine("warning: health checks are configured but maglb started without a kernel interface "
+            "([kernel] interface), which they go out through: backends stay unchecked until a restart");
+  }
+  // Removed first, so that their probe ports are free for newcomers.
+  for (auto it = backends_.begin(); it != backends_.end();) {
+    auto w = wanted.find(it->first);
+    if (w != wanted.end() && it->second->address == w->second->target.backend) {
+      ++it;
+      continue;
+    }
+    Forget(*it->second);
+    LogLine(absl::StrFormat("vip %s backend %s: health check stopped (%s)", it->first.first, it->first.second,
+                            w != wanted.end()                      ? "its address changed: checked anew"
+                            : checked_vips.contains(it->first.first) ? "backend removed"
+                                                                   : "no check any more"));
+    it = backends_.erase(it);
+  }
+  std::map<std::string, VipPolicy> next_vips;
+  for (const VipState& v : state.vips()) {
+    auto cv = checked_vips.find(v.name);
+    if (cv == checked_vips.end()) continue;
+    const VipConfig* vc = cv->second;
     const HealthCheckConfig& check = *vc->health_check;
     VipPolicy policy{vc->all_down, vc->down_flows, vc->algorithm != Algorithm::kRing, false};
     if (auto it = vips_.find(v.name); it != vips_.end()) policy.all_down_now = it->second.all_down_now;
     next_vips[v.name] = policy;
     for (const BackendState& bs : v.backends) {
       Key key(v.name, bs.name);
-      std::unique_ptr<Backend> b;
-      if (auto it = backends_.find(key); it != backends_.end() && it->second->address == bs.target.backend) {
-        b = std::move(it->second);
-        backends_.erase(it);
-        b->tracker.Reconfigure(check, state.config().health, vc->slow_start_s);
-        b->check = check;
-      } else {
-        if (it != backends_.end()) {  // same name, new address: a new backend
-          Forget(*it->second);
-          backends_.erase(it);
-        }
+      auto it = backends_.find(key);
+      if (it == backends_.end()) {
         // As the snapshot decided (lb_state.h): a newcomer on a serving VIP
         // starts down, everything else up.
         const HealthStart start = !first_config_ && bs.health == BackendHealth::kDown
                                       ? HealthStart::kDownNew
                                       : HealthStart::kUpUnchecked;
-        b = std::make_unique<Backend>(check, state.config().health, vc->slow_start_s, start, now);
+        auto b = std::make_unique<Backend>(check, state.config().health, vc->slow_start_s, start, now);
         b->key = key;
         b->address = bs.target.backend;
         b->since_unix_ms = WallMs();
+        it = backends_.emplace(key, std::move(b)).first;
       }
-      b->vip_id = v.id;
-      b->backend_id = bs.id;
-      b->configured_weight = bs.configured_weight;
+      Backend& b = *it->second;
+      b.tracker.Reconfigure(check, state.config().health, vc->slow_start_s);
+      b.vip_id = v.id;
+      b.backend_id = bs.id;
+      b.configured_weight = bs.configured_weight;
       // Where its probes go.
-      const uint16_t port = check.port != 0 ? check.port : v.port;
       ProbeTarget t;
-      t.port = port;
-      b->cannot_probe.clear();
+      t.port = check.port != 0 ? check.port : v.port;
       const IpAddress& dest = check.via == HealthCheckVia::kTunnel ? v.address : bs.target.backend;
       t.destination = dest;
+      std::string cannot_probe;
       const std::optional<IpAddress>& source = dest.is_v6 ? lb.ipv6 : lb.ipv4;
       if (source.has_value()) {
         t.source = *source;
       } else {
-        b->cannot_probe = absl::StrFormat("no [lb] %s address to probe from", dest.is_v6 ? "ipv6" : "ipv4");
+        cannot_probe = absl::StrFormat("no [lb] %s address to probe from", dest.is_v6 ? "ipv6" : "ipv4");
       }
       if (!check.http_host.empty()) t.host = check.http_host;
-      if (check.via == HealthCheckVia::kTunnel) {
-        if (options_.tunnel_probes == nullptr) {
-          b->cannot_probe = "tunnel checks need the kernel interface ([kernel] interface)";
-        } else {
-          if (b->tunnel_slot < 0) {
-            auto free = std::find(tunnel_ports_used_.begin(), tunnel_ports_used_.end(), false);
-            if (free != tunnel_ports_used_.end()) {
-              *free = true;
-              b->tunnel_slot = static_cast<int>(free - tunnel_ports_used_.begin());
-            }
-          }
-          if (b->tunnel_slot < 0) {
-            b->cannot_probe = absl::StrFormat("no tunnel probe port free (%u in use)", kTunnelProbePorts);
-          } else {
-            t.source_port = static_cast<uint16_t>(kTunnelProbePortBase + b->tunnel_slot);
-            options_.tunnel_probes->Set(t.source_port, v.id, bs.id);
-          }
-        }
-      } else if (b->tunnel_slot >= 0) {  // was a tunnel check before the reload
-        if (options_.tunnel_probes != nullptr) {
-          options_.tunnel_probes->Clear(static_cast<uint16_t>(kTunnelProbePortBase + b->tunnel_slot));
-        }
-        tunnel_ports_used_[b->tunnel_slot] = false;
-        b->tunnel_slot = -1;
+      // Every probe binds a port of its own, mapped to its backend and peer
+      // (tunnel_probe.h): tunnel probes are encapsulated by it, and the
+      // replies of all of them reach the kernel on their own budget.
+      if (b.tunnel_slot < 0) b.tunnel_slot = TakePortSlot();
+      if (b.tunnel_slot >= 0) {
+        t.source_port = static_cast<uint16_t>(kTunnelProbePortBase + b.tunnel_slot);
+        options_.tunnel_probes->Set(t.source_port, v.id, bs.id,
+                                    TunnelProbeTable::PeerKey(dest.bytes.data(), dest.is_v6, t.port));
+      } else if (check.via == HealthCheckVia::kTunnel) {
+        cannot_probe = absl::StrFormat("no probe port free (%u in use)", kTunnelProbePorts);
       }
-      b->target = t;
-      const bool is_new = b->timer == 0 && b->probe == 0;
-      if (is_new && loop_ != nullptr) {
+      // A probe in flight toward what was probed before tests the wrong thing.
+      const bool target_changed = !(t.destination == b.target.destination) || t.port != b.target.port ||
+                                  t.source_port != b.target.source_port || !(b.check == check);
+      if (target_changed && b.probe != 0) {
+        prober_->Cancel(b.probe);
+        b.probe = 0;
+      }
+      b.check = check;
+      b.target = t;
+      b.cannot_probe = cannot_probe;
+      if (b.timer == 0 && b.probe == 0 && loop_ != nullptr) {
         std::uniform_int_distribution<uint64_t> first(0, uint64_t{check.interval_ms} * 1'000'000);
-        Schedule(*b, first(jitter_rng_));
+        Schedule(b, first(jitter_rng_));
       }
-      PublishStatus(*b);
-      next[key] = std::move(b);
+      PublishStatus(b);
     }
   }
-  // What is left was removed (or lost its check): its probes stop now.
-  for (auto& [key, b] : backends_) {
-    Forget(*b);
-    LogLine(absl::StrFormat("vip %s backend %s: health check stopped (%s)", key.first, key.second,
-                            next_vips.contains(key.first) ? "backend removed" : "no check any more"));
-  }
-  backends_ = std::move(next);
   vips_ = std::move(next_vips);
   first_config_ = false;
   Recompute("config", &state);
@@ -239,7 +266,7 @@ void HealthTask::RunProbe(const Key& key) {
   const uint64_t spread = interval * b.check.jitter_percent / 100;
   std::uniform_int_distribution<uint64_t> jitter(0, 2 * spread);
   Schedule(b, interval - spread + jitter(jitter_rng_));
-  if (b.probe != 0) return;  // the last one has not ended (cannot happen: timeout < interval)
+  if (b.probe != 0) return;  // the last one has not ended (config: timeout < the shortest interval)
   if (!b.cannot_probe.empty()) {
     loop_->AddTimer(std::chrono::nanoseconds(0), [this, key, why = b.cannot_probe] {
       ProbeDone(key, ProbeOutcome{false, why});
@@ -315,7 +342,7 @@ void HealthTask::Recompute(const std::string& why, const LbState* published) {
       BackendHealthInput in;
       in.health = b->tracker.health();
       in.effective_weight = EffectiveWeight(b->configured_weight, s, b->tracker.steps(), ramping);
-      in.flows_move = in.effective_weight == 0 && policy.down_flows == DownFlows::kMove;
+      in.flows_move = in.health == BackendHealth::kDown && policy.down_flows == DownFlows::kMove;
       serving_weight += in.effective_weight;
       configured_weight += b->configured_weight;
       (*next)[b->key] = in;

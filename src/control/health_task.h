@@ -92,6 +92,8 @@ class HealthTask : public ControlTask, public SnapshotInputSource {
   void MaybeRebuild();
   void ArmChangeTimer();
   void PublishStatus(const Backend& b);
+  // A free probe port slot, at random; -1 when all are taken.
+  int TakePortSlot();
   // Logs and counts a change of reported health.
   void Transitioned(Backend& b, const HealthTransition& t);
 

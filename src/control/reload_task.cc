@@ -84,8 +84,10 @@ void ReloadTask::RequestRebuild(std::string why) {
 void ReloadTask::StartNext() {
   if (builder_->busy()) return;
   if (build_wanted_) {
-    StartBuild();  // it takes the current inputs: no rebuild needed after it
-    rebuild_wanted_ = false;
+    // A wanted rebuild stays wanted: the reload may be refused, and then the
+    // inputs it took are published by nobody (the rebuild after it reuses
+    // every table if they were).
+    StartBuild();
   } else if (rebuild_wanted_) {
     StartRebuild();
   }
@@ -194,7 +196,10 @@ void ReloadTask::FinishBuild() {
 }
 
 void ReloadTask::FinishRebuild(BuildResult result, const LbState& current) {
-  if (result.job.seq != reload_seq_ || build_wanted_) return;  // a reload builds it with the new inputs
+  if (result.job.seq != reload_seq_ || build_wanted_) {
+    rebuild_wanted_ = true;  // superseded by a reload, which may yet be refused: again after it
+    return;
+  }
   if (!result.state.ok()) {
     // The config built before; only a table over a builder's limit can fail here.
     LogLine(absl::StrFormat("health (%s): cannot rebuild the tables: %s; still serving the previous "

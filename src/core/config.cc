@@ -539,6 +539,16 @@ absl::Status ParseCheckKeys(TableReader& r, const toml::table& t, bool named,
   MAGLB_RETURN_IF_ERROR(r.Unsigned("rise", 1, 100, &c->rise));
   MAGLB_RETURN_IF_ERROR(r.Unsigned("fall", 1, 100, &c->fall));
   MAGLB_RETURN_IF_ERROR(r.Unsigned("jitter_percent", 0, 50, &c->jitter_percent));
+  // The next probe may come that much early: it must still find this one done.
+  if (uint64_t{c->timeout_ms} * 100 >= uint64_t{c->interval_ms} * (100 - c->jitter_percent)) {
+    const toml::node* tn = t.get("timeout_ms");
+    return r.Error(tn != nullptr ? tn : t.get("interval_ms"), tn != nullptr ? "timeout_ms" : "interval_ms",
+                   absl::StrFormat("timeout_ms (%u) must be less than the shortest interval, interval_ms "
+                                   "(%u) less jitter_percent (%u%%): %u ms, so that a probe ends before "
+                                   "the next one is due",
+                                   c->timeout_ms, c->interval_ms, c->jitter_percent,
+                                   static_cast<uint32_t>(uint64_t{c->interval_ms} * (100 - c->jitter_percent) / 100)));
+  }
 
   MAGLB_RETURN_IF_ERROR(r.String("http_path", false, &c->http_path));
   if (const toml::node* n = t.get("http_path")) MAGLB_RETURN_IF_ERROR(CheckHttpPath(r, n, c->http_path));
@@ -693,9 +703,20 @@ absl::Status ParseVipHealth(TableReader& r, const toml::table& t, const std::str
                                    "interface, or remove the check",
                                    which));
   }
+  // A tunnel probe is matched to its VIP by the VIP's own address, protocol
+  // and port: one to another port or over the other protocol would be no
+  // traffic of this VIP (sent out unchanged, dropped as vip_no_service).
+  const bool tunnel = check.via == HealthCheckVia::kTunnel;
+  if (tunnel && ((check.port != 0 && check.port != v->port) || udp_check != (v->protocol == Protocol::kUdp))) {
+    return r.Error(n, "health_check",
+                   absl::StrFormat("%s goes via = \"tunnel\", so it probes this VIP's own service "
+                                   "(%s port %u): it needs type = \"%s\" and no other port; probe "
+                                   "another port or protocol via = \"direct\"",
+                                   which, ToString(v->protocol), v->port,
+                                   v->protocol == Protocol::kUdp ? "udp" : "tcp\" or \"http"));
+  }
   // Probes come from the LB's own address: of each backend's family when
   // direct, of the VIP's when tunnelled (the inner packet is to the VIP).
-  const bool tunnel = check.via == HealthCheckVia::kTunnel;
   for (const BackendConfig& b : v->backends) {
     const bool v6 = tunnel ? v->address.is_v6 : b.address.is_v6;
     if (v6 ? ctx.lb->ipv6.has_value() : ctx.lb->ipv4.has_value()) continue;

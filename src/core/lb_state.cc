@@ -68,10 +68,15 @@ const BackendState* Find(const absl::flat_hash_map<std::string_view, const Backe
 
 }  // namespace
 
-uint16_t VipState::ResolveSlow(uint32_t id) const {
+uint16_t VipState::ResolveAny(uint32_t id) const {
   auto it = std::lower_bound(id_index.begin(), id_index.end(), std::make_pair(id, uint16_t{0}));
   if (it != id_index.end() && it->first == id) return it->second;
   return kNoBackend;
+}
+
+uint16_t VipState::ResolveSlow(uint32_t id) const {
+  const uint16_t i = ResolveAny(id);
+  return i != kNoBackend && backends[i].flows_move ? kNoBackend : i;
 }
 
 std::string LbStateChange::ToString() const {
@@ -220,15 +225,20 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbStateImpl(const Config& co
 
     const auto prev_by_name = ByName(pv);
     // Health decides each backend's table weight (see BuildLbState).
-    const bool checked = vc.health_check.has_value() && vc.health_check->type != HealthCheckType::kNone;
+    // Checks run only over a kernel interface the daemon started with.
+    const bool checked = vc.health_check.has_value() && vc.health_check->type != HealthCheckType::kNone &&
+                         options.kernel_interface;
     absl::flat_hash_map<std::string_view, BackendHealthInput> health;
     for (const BackendConfig& bc : vc.backends) {
       BackendHealthInput h{BackendHealth::kUnchecked, bc.weight, false};
       if (checked) {
         std::optional<BackendHealthInput> known =
             options.health ? options.health(vc.name, bc.name) : std::nullopt;
-        const bool newcomer = pv != nullptr && Find(prev_by_name, bc.name) == nullptr;
-        if (known.has_value()) {
+        // A backend that moved to another address is a new one too: what was
+        // known of it was about the old address.
+        const BackendState* was = Find(prev_by_name, bc.name);
+        const bool newcomer = pv != nullptr && (was == nullptr || !(was->target.backend == bc.address));
+        if (known.has_value() && !(newcomer && was != nullptr)) {
           h = *known;
         } else if (newcomer) {
           h = {BackendHealth::kDown, 0, false};
@@ -281,14 +291,14 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbStateImpl(const Config& co
       b.weight = h.effective_weight;
       b.configured_weight = bc.weight;
       b.health = h.health;
-      b.flows_move = h.flows_move && h.effective_weight == 0;
+      // Only a down backend's flows move: a draining one (weight 0) keeps them.
+      b.flows_move = h.flows_move && h.health == BackendHealth::kDown && h.effective_weight == 0;
       b.target.forwarding = vc.forwarding;
       b.target.backend = bc.address;
       KeepOrAssignIdentity(pb, b, state->next_id_, backend_slots);  // bounded by kMaxBackendsTotal above
       v.backends.push_back(std::move(b));
     }
     for (size_t i = 0; i < v.backends.size(); ++i) {
-      if (v.backends[i].flows_move) continue;  // Resolve: gone for its flows
       v.id_index.emplace_back(v.backends[i].id, static_cast<uint16_t>(i));
     }
     std::sort(v.id_index.begin(), v.id_index.end());

@@ -205,19 +205,31 @@ void Worker::Local(PacketRef& pkt, const ParsedPacket& p, Action action, const L
       return ReplyInPlace(pkt, n, LocalCounter::kEchoReplies);
     }
     case Action::kToKernel:
-      return ToKernel(pkt, state);
+      return ToKernel(pkt, p, state);
     default:
       return Drop(pkt, DropReason::kLocalUnsupported);
   }
 }
 
-bool Worker::KernelMayTake(const LbState& state) {
+bool Worker::KernelMayTake(TokenBucket& bucket, const LbState& state) {
   const KernelConfig& k = state.config().kernel;
-  return kernel_bucket_.Take(now_ns_, k.rate, k.burst);
+  return bucket.Take(now_ns_, k.rate, k.burst);
 }
 
-void Worker::ToKernel(PacketRef& pkt, const LbState& state) {
-  if (!KernelMayTake(state)) return Drop(pkt, DropReason::kKernelRateLimited);
+// A reply to one of the health task's probes: TCP or UDP to a mapped probe
+// port from exactly the peer that port probes (tunnel_probe.h).
+bool Worker::IsProbeReply(const ParsedPacket& p) const {
+  if (probes_ == nullptr || p.is_fragment || p.is_icmp_error) return false;
+  if (p.flow.protocol != kIpProtoTcp && p.flow.protocol != kIpProtoUdp) return false;
+  const uint64_t peer = probes_->Peer(p.flow.dst_port);
+  return peer != 0 && peer == TunnelProbeTable::PeerKey(p.flow.src.data(), p.flow.is_v6, p.flow.src_port);
+}
+
+void Worker::ToKernel(PacketRef& pkt, const ParsedPacket& p, const LbState& state) {
+  // Health-probe replies have a budget of their own: a flood to the LB's
+  // address (anyone can send one) must not make the checks fail.
+  TokenBucket& bucket = IsProbeReply(p) ? probe_bucket_ : kernel_bucket_;
+  if (!KernelMayTake(bucket, state)) return Drop(pkt, DropReason::kKernelRateLimited);
   pkt.action = PacketAction::kToKernel;
   pkt.offset = 0;
   pkt.out_len = pkt.len;
@@ -231,7 +243,9 @@ void Worker::ToControl(PacketRef& pkt, const LbState& state) {
   pkt.offset = 0;
   pkt.out_len = pkt.len;
   if (!state.local().kernel) return;
-  if (KernelMayTake(state)) {
+  // The kernel's copy on a budget of its own: without its neighbours the
+  // kernel cannot probe either.
+  if (KernelMayTake(neighbor_copy_bucket_, state)) {
     pkt.action = PacketAction::kToControlAndKernel;
   } else {
     counters_->drops[Index(DropReason::kKernelRateLimited)].Add(1);  // the kernel's copy only
@@ -601,7 +615,8 @@ void Worker::FromKernel(PacketRef& pkt, ParsedPacket& p, const LbState& state,
   // Mapped to another VIP (this address and port now belong to a VIP the
   // probe was not for): anywhere it went it would test the wrong thing.
   if (target->vip_id != vip.id) return Drop(pkt, DropReason::kTunnelProbeStale);
-  const uint16_t backend = vip.Resolve(target->backend_id, 0);
+  // Whatever its health: the probe is what finds out.
+  const uint16_t backend = vip.ResolveAny(target->backend_id);
   if (backend == VipState::kNoBackend) return Drop(pkt, DropReason::kTunnelProbeStale);
   counters_->local[Index(LocalCounter::kTunnelProbes)].Add(1);
   Send(pkt, p, vip, backend, state);

@@ -334,6 +334,7 @@ int WorkerMain(void* arg) {
   const bool two_arm = c.backend_port_id != c.port_id;
   const bool steering = c.rss_owner != nullptr && c.steer_rings != nullptr;
   if (steering) c.worker->SetRssOwner(c.rss_owner, c.index);
+  c.worker->SetProbeTable(c.tunnel_probes);
   const bool has_kernel = c.kernel_port_id >= 0;
   TxSet tx{{c.port_id, c.queue, 0, {}},
            {c.backend_port_id, c.queue, 0, {}},

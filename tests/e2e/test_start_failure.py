@@ -76,6 +76,12 @@ def main():
         no_kernel = active.sub(r"\1# interface: none in this test", example)
         if active.search(no_kernel) or "\n[kernel]\n" not in no_kernel:
             raise lbtest.TestFailure("config/example.toml: cannot find its [kernel] table and interface")
+        # ... and so without its health checks, which need one.
+        no_kernel, named = re.subn(r'(?m)^health_check = .*$', "# health_check: none in this test", no_kernel)
+        no_kernel, inline = re.subn(r'(?ms)^  \[vip\.health_check\]\n.*?(?=^  \[\[vip\.backend\]\])', "",
+                                    no_kernel)
+        if named == 0 or inline == 0:
+            raise lbtest.TestFailure("config/example.toml: cannot find its VIPs' health checks")
         config = os.path.join(tmp, "maglb.toml")
         with open(config, "w") as f:
             f.write(no_kernel)

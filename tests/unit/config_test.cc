@@ -717,14 +717,38 @@ std::string Vip(const std::string& keys, const std::string& name = "web",
 
 absl::StatusOr<Config> Parse(const std::string& text) { return ParseConfig(text, "test.toml"); }
 
+TEST(ConfigHealthCheckTest, ATunnelCheckProbesTheVipsOwnServiceOnly) {
+  // Another port, or the other protocol, through the tunnel would be no
+  // traffic of this VIP: refused, naming the way out (via = "direct").
+  for (const char* keys : {"type = \"http\"\nvia = \"tunnel\"\nport = 8080\n",
+                           "type = \"udp\"\nvia = \"tunnel\"\nport = 80\n"}) {
+    absl::StatusOr<Config> c = Parse(std::string(kChecked) + "[[health_check]]\nname = \"t\"\n" + keys +
+                                     Vip("port = 80\nhealth_check = \"t\"\n"));
+    ASSERT_FALSE(c.ok()) << keys;
+    EXPECT_NE(c.status().message().find("via = \"direct\""), std::string::npos) << c.status();
+  }
+  absl::StatusOr<Config> ok = Parse(std::string(kChecked) + "[[health_check]]\nname = \"t\"\ntype = \"http\"\n"
+                                    "via = \"tunnel\"\nport = 80\n" + Vip("port = 80\nhealth_check = \"t\"\n"));
+  EXPECT_TRUE(ok.ok()) << ok.status();
+}
+
+TEST(ConfigHealthCheckTest, ATimeoutMustEndBeforeAJitteredIntervalDoes) {
+  absl::StatusOr<Config> c = Parse(std::string(kChecked) +
+                                   "[[health_check]]\nname = \"t\"\ntype = \"tcp\"\ninterval_ms = 2000\n"
+                                   "timeout_ms = 1500\njitter_percent = 50\n" + Vip("port = 80\nhealth_check = \"t\"\n"));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("timeout_ms (1500) must be less than the shortest interval"), std::string::npos) << c.status();
+  EXPECT_NE(c.status().message().find("1000 ms"), std::string::npos);
+}
+
 TEST(ConfigHealthCheckTest, NamedCheckWithEveryKeyIsCopiedIntoEachVip) {
   const std::string text = std::string(kChecked) + R"([[health_check]]
 name = "web-http"
 type = "http"
-via = "tunnel"
+via = "direct"
 port = 8080
 interval_ms = 500
-timeout_ms = 499
+timeout_ms = 249
 rise = 100
 fall = 1
 jitter_percent = 50
@@ -744,10 +768,10 @@ type = "tcp"
   const HealthCheckConfig& h = c->health_checks[0];
   EXPECT_EQ(h.name, "web-http");
   EXPECT_EQ(h.type, HealthCheckType::kHttp);
-  EXPECT_EQ(h.via, HealthCheckVia::kTunnel);
+  EXPECT_EQ(h.via, HealthCheckVia::kDirect);
   EXPECT_EQ(h.port, 8080);
   EXPECT_EQ(h.interval_ms, 500u);
-  EXPECT_EQ(h.timeout_ms, 499u);
+  EXPECT_EQ(h.timeout_ms, 249u);
   EXPECT_EQ(h.rise, 100u);
   EXPECT_EQ(h.fall, 1u);
   EXPECT_EQ(h.jitter_percent, 50u);

@@ -99,7 +99,7 @@ class HealthTaskTest : public ::testing::Test {
     auto loop = EventLoop::Create();
     ASSERT_TRUE(loop.ok());
     loop_ = *std::move(loop);
-    inputs_ = std::make_unique<SnapshotInputs>(MacAddress{});
+    inputs_ = std::make_unique<SnapshotInputs>(MacAddress{}, /*kernel_interface=*/true);
     task_ = std::make_unique<HealthTask>(HealthTask::Options{
         .inputs = inputs_.get(), .stats_mutex = &mu_, .stats = &stats_, .tunnel_probes = &tunnel_, .now_ns = {}});
     inputs_->AddSource(task_.get());

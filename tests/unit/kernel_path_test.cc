@@ -349,11 +349,25 @@ TEST_F(KernelPathTest, FramesToTheKernelAreRateLimitedPerWorker) {
   EXPECT_EQ(up, 5);  // the burst
   EXPECT_EQ(limited, 15);
   EXPECT_EQ(Drops(DropReason::kKernelRateLimited), 15u);
-  // An ARP reply over the limit still teaches the control thread; only the
-  // kernel's copy is dropped (and counted).
+  // The kernel's copies of ARP/ND answers have a budget of their own: the
+  // flood above does not cost the kernel its neighbours.
   Buf arp(ArpReply());
-  EXPECT_EQ(Run(arp, *state).action, PacketAction::kToControl);
-  EXPECT_EQ(Drops(DropReason::kKernelRateLimited), 16u);
+  EXPECT_EQ(Run(arp, *state).action, PacketAction::kToControlAndKernel);
+  EXPECT_EQ(Drops(DropReason::kKernelRateLimited), 15u);
+  // Nor does it starve the replies to health probes: TCP/UDP to a mapped
+  // probe port from exactly the peer it probes.
+  TunnelProbeTable probes;
+  const IpAddress backend = *IpAddress::Parse("10.1.1.7");
+  probes.Set(kTunnelProbePortBase + 5, 1, 1, TunnelProbeTable::PeerKey(backend.bytes.data(), false, 80));
+  worker_.SetProbeTable(&probes);
+  Buf reply(Tcp4("10.1.1.7", 80, "192.0.2.10", kTunnelProbePortBase + 5));
+  EXPECT_EQ(Run(reply, *state).action, PacketAction::kToKernel);
+  // A forged one (another source, or another source port) is not one.
+  Buf forged(Tcp4("10.1.1.8", 80, "192.0.2.10", kTunnelProbePortBase + 5));
+  EXPECT_EQ(Run(forged, *state).reason, DropReason::kKernelRateLimited);
+  Buf forged_port(Tcp4("10.1.1.7", 81, "192.0.2.10", kTunnelProbePortBase + 5));
+  EXPECT_EQ(Run(forged_port, *state).reason, DropReason::kKernelRateLimited);
+  worker_.SetProbeTable(nullptr);
   // ARP requests and pings are not the kernel's: answered within [lb] reply_rate.
   Buf req(ArpRequest());
   EXPECT_EQ(Run(req, *state).action, PacketAction::kReply);

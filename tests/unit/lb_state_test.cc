@@ -444,6 +444,7 @@ namespace {
 // Health as the health task hands it in (LbStateOptions::health).
 LbStateOptions WithHealth(std::map<std::string, BackendHealthInput> by_backend) {
   LbStateOptions o;
+  o.kernel_interface = true;  // checks need one
   o.health = [by_backend](std::string_view, std::string_view b) -> std::optional<BackendHealthInput> {
     auto it = by_backend.find(std::string(b));
     if (it == by_backend.end()) return std::nullopt;
