@@ -144,6 +144,7 @@ struct Prober::Probe {
   ProbeId id = 0;
   HealthCheckConfig check;
   uint32_t timeout_ms = 1;
+  bool port_unreachable = false;  // udp: an ICMP port unreachable came (see OnUdpEvent)
   Done done;
   EventLoop::TimerId timer = 0;  // the deadline, or the deferred report
   // tcp, udp
@@ -266,8 +267,11 @@ void Prober::Complete(ProbeId id, ProbeOutcome outcome) {
 
 void Prober::ArmDeadline(Probe& p, uint64_t ms, std::string detail) {
   const ProbeId id = p.id;
-  p.timer = loop_.AddTimer(std::chrono::milliseconds(ms),
-                           [this, id, detail = std::move(detail)] { Complete(id, {false, detail}); });
+  p.timer = loop_.AddTimer(std::chrono::milliseconds(ms), [this, id, detail = std::move(detail)] {
+    auto it = probes_.find(id);
+    const bool unreachable = it != probes_.end() && it->second->port_unreachable;
+    Complete(id, {false, unreachable ? std::string("port unreachable") : detail});
+  });
 }
 
 // --- tcp and udp ---------------------------------------------------------
@@ -372,8 +376,14 @@ void Prober::OnUdpEvent(ProbeId id) {
   ssize_t n = recv(p.fd, buf.data(), buf.size(), MSG_DONTWAIT);
   if (n < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;  // wait on
-    Complete(id, {false, errno == ECONNREFUSED ? std::string("port unreachable")
-                                               : absl::StrCat("receive failed: ", std::strerror(errno))});
+    if (errno == ECONNREFUSED) {
+      // An ICMP port unreachable. Anyone can forge one (the probe's ports are
+      // few), so it fails the probe only if no reply comes before the
+      // deadline; a real reply still wins.
+      p.port_unreachable = true;
+      return;
+    }
+    Complete(id, {false, absl::StrCat("receive failed: ", std::strerror(errno))});
     return;
   }
   const std::string_view reply(buf.data(), static_cast<size_t>(n));
