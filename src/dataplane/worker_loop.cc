@@ -117,6 +117,24 @@ RxChecksum RxIpChecksum(uint64_t ol_flags) {
   }
 }
 
+// The frames the pipeline built for `r` (PacketAction::kExtra: fragments),
+// copied into buffers of their own; one that gets no buffer is counted lost.
+void PushExtraFrames(const WorkerContext& c, const PacketRef& r, TxBuffer& to) {
+  std::span<const ExtraFrame> extra = c.worker->extra_frames();
+  for (uint16_t k = 0; k < r.extra_count; ++k) {
+    const ExtraFrame& e = extra[r.extra_first + k];
+    rte_mbuf* f = rte_pktmbuf_alloc(c.pool);
+    char* dst = f != nullptr ? rte_pktmbuf_append(f, e.len) : nullptr;
+    if (dst == nullptr) {
+      if (f != nullptr) rte_pktmbuf_free(f);
+      c.counters->extra_alloc_fail.Add(1);
+      continue;
+    }
+    std::memcpy(dst, e.data, e.len);
+    Push(to, f, c.counters);
+  }
+}
+
 // Runs `n` frames through the pipeline and sends each where its action says.
 // `rx_port`: where they came in; kSteeredIn: frames another worker handed
 // over, each marked with its port in m->port by that worker.
@@ -170,24 +188,11 @@ void Process(const WorkerContext& c, rte_mbuf** in, uint16_t n, const LbState* s
         Push(r.action == PacketAction::kTransmit ? to_backends : tx.back(steered ? m->port : rx_port), m,
              c.counters);
         break;
-      case PacketAction::kExtra: {
+      case PacketAction::kExtra:
         // Fragments of a datagram too big for the tunnel, toward its backend.
-        std::span<const ExtraFrame> extra = c.worker->extra_frames();
-        for (uint16_t k = 0; k < r.extra_count; ++k) {
-          const ExtraFrame& e = extra[r.extra_first + k];
-          rte_mbuf* f = rte_pktmbuf_alloc(c.pool);
-          char* dst = f != nullptr ? rte_pktmbuf_append(f, e.len) : nullptr;
-          if (dst == nullptr) {
-            if (f != nullptr) rte_pktmbuf_free(f);
-            c.counters->extra_alloc_fail.Add(1);
-            continue;
-          }
-          std::memcpy(dst, e.data, e.len);
-          Push(to_backends, f, c.counters);
-        }
+        PushExtraFrames(c, r, to_backends);
         drop[ndrop++] = m;
         break;
-      }
       case PacketAction::kToControl:
         if (!ToControl(c, m)) drop[ndrop++] = m;
         break;
@@ -281,19 +286,7 @@ uint16_t ServeKernel(const WorkerContext& c, const LbState* state, TxSet& tx) {
         break;
       case PacketAction::kExtra: {
         // A probe too big for the tunnel without DF: its fragments.
-        std::span<const ExtraFrame> extra = c.worker->extra_frames();
-        for (uint16_t k = 0; k < r.extra_count; ++k) {
-          const ExtraFrame& e = extra[r.extra_first + k];
-          rte_mbuf* f = rte_pktmbuf_alloc(c.pool);
-          char* dst = f != nullptr ? rte_pktmbuf_append(f, e.len) : nullptr;
-          if (dst == nullptr) {
-            if (f != nullptr) rte_pktmbuf_free(f);
-            c.counters->extra_alloc_fail.Add(1);
-            continue;
-          }
-          std::memcpy(dst, e.data, e.len);
-          Push(tx.to_backends(), f, c.counters);
-        }
+        PushExtraFrames(c, r, tx.to_backends());
         drop[ndrop++] = m;
         break;
       }
