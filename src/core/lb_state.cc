@@ -229,6 +229,7 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbStateImpl(const Config& co
     const bool checked = vc.health_check.has_value() && vc.health_check->type != HealthCheckType::kNone &&
                          options.kernel_interface;
     absl::flat_hash_map<std::string_view, BackendHealthInput> health;
+    size_t newcomers = 0;
     for (const BackendConfig& bc : vc.backends) {
       BackendHealthInput h{BackendHealth::kUnchecked, bc.weight, false};
       if (checked) {
@@ -242,12 +243,22 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbStateImpl(const Config& co
           h = *known;
         } else if (newcomer) {
           h = {BackendHealth::kDown, 0, false};
+          ++newcomers;
         } else {
           h = {BackendHealth::kUp, bc.weight, false};
         }
       }
       health[bc.name] = h;
       v.total_weight += h.effective_weight;
+    }
+    if (checked && v.total_weight == 0 && newcomers == vc.backends.size() && newcomers > 0 &&
+        vc.all_down == AllDownPolicy::kKeepLast) {
+      // A reload replaced every backend: nothing is known to be down, and
+      // failing open (keep_last) serves them as a new VIP's until checked.
+      for (const BackendConfig& bc : vc.backends) {
+        health[bc.name] = {BackendHealth::kUp, bc.weight, false};
+        v.total_weight += bc.weight;
+      }
     }
 
     // The table is a function of its TableInput alone, built from nothing

@@ -547,3 +547,25 @@ TEST(LbStateHealth, ASlowStartStepServesAFractionOfTheShare) {
 
 }  // namespace
 }  // namespace maglb
+
+namespace maglb {
+namespace {
+
+TEST(LbStateHealth, AReloadThatReplacesEveryBackendFailsOpenUnderKeepLast) {
+  Config c = CheckedConfig();
+  auto first = BuildLbState(c, nullptr, WithHealth({}));
+  ASSERT_TRUE(first.ok());
+  c.vips[0].backends = {{"n1", Ip("203.0.113.21"), 1, 0}, {"n2", Ip("203.0.113.22"), 1, 0}};
+  auto kept = BuildLbState(c, first->get(), WithHealth({}));
+  ASSERT_TRUE(kept.ok());
+  EXPECT_FALSE((*kept)->FindVip("web")->table->empty()) << "keep_last: served until checked";
+  EXPECT_EQ(BackendOf(**kept, "web", "n1").health, BackendHealth::kUp);
+  c.vips[0].all_down = AllDownPolicy::kDrop;
+  c.vips[0].backends = {{"m1", Ip("203.0.113.31"), 1, 0}};
+  auto dropped = BuildLbState(c, kept->get(), WithHealth({}));
+  ASSERT_TRUE(dropped.ok());
+  EXPECT_TRUE((*dropped)->FindVip("web")->table->empty()) << "drop: nothing until its first check";
+}
+
+}  // namespace
+}  // namespace maglb
