@@ -343,6 +343,7 @@ void HealthTask::Recompute(const std::string& why, const LbState* published) {
       in.health = b->tracker.health();
       in.effective_weight = EffectiveWeight(b->configured_weight, s, b->tracker.steps(), ramping);
       in.flows_move = in.health == BackendHealth::kDown && policy.down_flows == DownFlows::kMove;
+      in.for_configured_weight = b->configured_weight;
       serving_weight += in.effective_weight;
       configured_weight += b->configured_weight;
       (*next)[b->key] = in;
@@ -383,7 +384,7 @@ void HealthTask::Recompute(const std::string& why, const LbState* published) {
     for (const VipState& v : published->vips()) {
       for (const BackendState& bs : v.backends) {
         auto it = next->find(Key(v.name, bs.name));
-        if (it != next->end() && !same(it->second, {bs.health, bs.weight, bs.flows_move})) changed = true;
+        if (it != next->end() && !same(it->second, {bs.health, bs.weight, bs.flows_move, 0})) changed = true;
       }
     }
   } else {

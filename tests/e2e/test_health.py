@@ -33,7 +33,7 @@ SLOW_START_S, SLOW_START_STEPS = 3, 3
 CHECKED = ("web-gre", "web-ipip", "web-l2dsr", "echo-gre")
 
 
-def config(backends=("be1", "be2", "be3"), l2dsr_backends=None, echo_l2dsr_weight=1):
+def config(backends=("be1", "be2", "be3"), l2dsr_backends=None, echo_l2dsr_weight=1, weights=None):
     out = ['[lb]', 'ipv4 = "%s"' % LB_IP, 'ipv6 = "fd00::10"', 'gateway_v4 = "10.0.0.1"',
            'gateway_v6 = "fd00::1"', '',
            '[conntrack]', 'capacity = 65536', 'tcp_established_timeout_s = 600', '',
@@ -57,10 +57,12 @@ def config(backends=("be1", "be2", "be3"), l2dsr_backends=None, echo_l2dsr_weigh
                 'port = %d' % port, 'forwarding = "%s"' % fwd, 'table_size = 4099']
         if check_ref is not False:
             out += ['slow_start_s = %d' % SLOW_START_S, 'all_down = "%s"' % all_down]
+            if name == "web-ipip":  # its flows follow the table when their backend goes down
+                out.append('down_flows = "move"')
             if check_ref:
                 out.append('health_check = %s' % check_ref)
         for b in members:
-            w = echo_l2dsr_weight if name == "echo-l2dsr" and b == "be2" else 1
+            w = echo_l2dsr_weight if name == "echo-l2dsr" and b == "be2" else (weights or {}).get(b, 1)
             out += ['  [[vip.backend]]', '  name = "%s"' % b, '  address = "%s"' % BACKENDS[b],
                     '  weight = %d' % w]
         if name == "web-l2dsr":  # inline: a plain TCP connect
@@ -86,14 +88,17 @@ def testbed(tb, *args):
                    env=tb.testbed_env(), pass_fds=(tb.lock.fileno(),))
 
 
-def nft_block(backend, on):
-    """Drops (on) or accepts again TCP to port 80 in one backend's namespace."""
+def nft_block(backend, on, new_only=False):
+    """Drops (on) or accepts again TCP to port 80 in one backend's namespace:
+    every segment, or (new_only) only new connections, so that the check fails
+    while the backend still serves the connections it has."""
     nsb = "mlb-" + backend
     ns(nsb, "nft", "delete", "table", "inet", "mlbhc", check_rc=False)
     if on:
         ns(nsb, "nft", "add", "table", "inet", "mlbhc")
         ns(nsb, "nft", "add", "chain", "inet", "mlbhc", "in", "{ type filter hook input priority 0; }")
-        ns(nsb, "nft", "add", "rule", "inet", "mlbhc", "in", "tcp", "dport", "80", "drop")
+        ns(nsb, "nft", "add", "rule", "inet", "mlbhc", "in", "tcp", "dport", "80",
+           *(["ct", "state", "new"] if new_only else []), "drop")
 
 
 def wait_health(tb, pairs, want, timeout):
@@ -188,6 +193,26 @@ def test():
               % backends_of(s, "web-gre")["be2"]["health_reason"])
         testbed(tb, "be2", "decap", "start")
         wait_health(tb, [("web-gre", "be2")], "up", 15)
+
+        # --- a check fails while the backend still serves ---------------
+        # New flows of every VIP to be2 alone (the others drained), two
+        # streams, then the weights back: the streams stay pinned to be2.
+        tb.reload(config(weights={"be1": 0, "be3": 0}))
+        pinned = tb.start_stream(VIP["l2dsr"], 6 << 20, delay_ms=25)   # down_flows = "pin"
+        moving = tb.start_stream(VIP["ipip"], 6 << 20, delay_ms=25)    # down_flows = "move"
+        check(pinned.backend() == "be2" and moving.backend() == "be2", "two streams on be2 (web-l2dsr, web-ipip)")
+        tb.reload(config())
+        repinned0 = tb.stats()["stats"]["conntrack_repinned"]
+        nft_block("be2", True, new_only=True)
+        wait_health(tb, [("web-l2dsr", "be2"), ("web-ipip", "be2")], "down", 15)
+        pinned.check("web-l2dsr (pin): the stream on be2, which its check calls down but which still serves it")
+        rc, _, data = moving.finish()
+        check(rc != 0 and len(data) < 6 << 20,
+              "web-ipip (move): the stream on be2 moved to the table's new choice, which reset it (curl rc %d "
+              "after %d bytes)" % (rc, len(data)))
+        check(tb.stats()["stats"]["conntrack_repinned"] > repinned0, "the moved flow counted as repinned")
+        nft_block("be2", False)
+        wait_health(tb, [(v, "be2") for v in CHECKED], "up", 15)
 
         # --- a flapping backend -----------------------------------------
         flap_streams = [tb.start_stream(VIP["l2dsr"], 16 << 20, delay_ms=30) for _ in range(3)]
