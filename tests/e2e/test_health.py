@@ -137,8 +137,8 @@ def test():
         on = {st: st.backend() for st in streams}
         log("streams on %s" % sorted(on.values()))
         repinned0 = tb.stats()["stats"]["conntrack_repinned"]
+        t0 = time.time()  # before the stop: it returns once the server has exited
         testbed(tb, "be1", "server", "stop")
-        t0 = time.time()
         down_pairs = [("web-gre", "be1"), ("web-ipip", "be1"), ("web-l2dsr", "be1")]
         bound = (FALL * INTERVAL_MS + TIMEOUT_MS + REBUILD_MS) / 1000.0
         wait_health(tb, down_pairs, "down", 15)
