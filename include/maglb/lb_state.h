@@ -138,10 +138,10 @@ struct BackendHealthInput {
   BackendHealth health = BackendHealth::kUnchecked;
   uint32_t effective_weight = 0;
   bool flows_move = false;
-  /// The configured weight effective_weight was made from (0: the config's,
-  /// whatever it is). A reload that changes the weight scales it: health
-  /// says what share serves, the config says of what.
-  uint32_t for_configured_weight = 0;
+  /// The configured weight effective_weight was made from (unset: the
+  /// config's, whatever it is). A reload that changes the weight scales it:
+  /// health says what share serves, the config says of what.
+  std::optional<uint32_t> for_configured_weight;
 };
 /// The health of (VIP name, backend name); nullopt: the health task does not
 /// know the backend (yet): see BuildLbState.

@@ -16,7 +16,8 @@
 // balances it like anyone's).
 //
 // Lock-free: written by the control thread (Set, Clear), read by every
-// worker. One 64-bit atomic a port, so a reader sees a whole entry or none.
+// worker. One 64-bit atomic a port for the mapping, so a reader sees a whole
+// entry or none; the peer is three, whose torn read costs one frame's budget.
 // Relaxed is enough: the health task sets a port before its connect(), and
 // the probe's first frame then passes through the kernel and the tap's
 // read(), each a full barrier, before a worker looks the port up.
@@ -51,40 +52,45 @@ class TunnelProbeTable {
     return port >= kTunnelProbePortBase && port - kTunnelProbePortBase < kTunnelProbePorts;
   }
 
-  /// Maps `port`. False (nothing changes) when the port is outside the range
-  /// or an id is 0 (never assigned: lb_state.h), which would read as unmapped.
-  /// `peer` (PeerKey of the address and port the probe goes to) says which
-  /// replies to this port are the probe's: they reach the kernel on a budget
-  /// of their own, so that a flood to the LB's address cannot starve them.
-  bool Set(uint16_t port, uint32_t vip_id, uint32_t backend_id, uint64_t peer = 0) {
+  /// Maps `port` to a tunnel probe's VIP and backend: its frames from the
+  /// kernel are encapsulated toward that backend. False (nothing changes) when
+  /// the port is outside the range or an id is 0 (never assigned: lb_state.h),
+  /// which would read as unmapped. Direct probes are not mapped here.
+  bool Set(uint16_t port, uint32_t vip_id, uint32_t backend_id) {
     if (!Covers(port) || vip_id == 0 || backend_id == 0) return false;
-    peers_[port - kTunnelProbePortBase].store(peer, std::memory_order_relaxed);
     slots_[port - kTunnelProbePortBase].store(uint64_t{vip_id} << 32 | backend_id,
                                                std::memory_order_relaxed);
     return true;
   }
 
+  /// The peer (address and port) a probe from `port` goes to, direct or
+  /// tunnel: replies from exactly that peer to that port reach the kernel on
+  /// a budget of their own (pipeline.h), so that a flood to the LB's address
+  /// cannot starve the checks. `address`: 4 bytes (IPv4) or 16, network order.
+  void SetPeer(uint16_t port, const uint8_t* address, bool is_v6, uint16_t peer_port) {
+    if (!Covers(port)) return;
+    Peer& p = peers_[port - kTunnelProbePortBase];
+    p.meta.store(0, std::memory_order_relaxed);  // a reader between the stores sees none
+    p.hi.store(Word(address, 0, is_v6 ? 8 : 4), std::memory_order_relaxed);
+    p.lo.store(is_v6 ? Word(address, 8, 8) : 0, std::memory_order_relaxed);
+    p.meta.store(Meta(is_v6, peer_port), std::memory_order_relaxed);
+  }
+
+  /// A frame from `address`:`peer_port` to our `port` is the reply of the
+  /// probe bound there. A torn read (the control thread changing the peer)
+  /// only misplaces one frame's budget.
+  bool IsPeer(uint16_t port, const uint8_t* address, bool is_v6, uint16_t peer_port) const {
+    if (!Covers(port)) return false;
+    const Peer& p = peers_[port - kTunnelProbePortBase];
+    return p.meta.load(std::memory_order_relaxed) == Meta(is_v6, peer_port) &&
+           p.hi.load(std::memory_order_relaxed) == Word(address, 0, is_v6 ? 8 : 4) &&
+           p.lo.load(std::memory_order_relaxed) == (is_v6 ? Word(address, 8, 8) : 0);
+  }
+
   void Clear(uint16_t port) {
     if (!Covers(port)) return;
     slots_[port - kTunnelProbePortBase].store(0, std::memory_order_relaxed);
-    peers_[port - kTunnelProbePortBase].store(0, std::memory_order_relaxed);
-  }
-
-  /// The probe peer a port expects replies from (0: none).
-  uint64_t Peer(uint16_t port) const {
-    return Covers(port) ? peers_[port - kTunnelProbePortBase].load(std::memory_order_relaxed) : 0;
-  }
-
-  /// A probe's peer as one word: its address (16 bytes for IPv6, 4 for IPv4,
-  /// in network order) folded, and its port. Not a secret: a reply must come
-  /// from exactly the address and port probed to be counted as the probe's.
-  static uint64_t PeerKey(const uint8_t* address, bool is_v6, uint16_t port) {
-    uint64_t a = 0, b = 0;
-    for (int i = 0; i < 8 && i < (is_v6 ? 16 : 4); ++i) a = a << 8 | address[i];
-    for (int i = 8; i < (is_v6 ? 16 : 0); ++i) b = b << 8 | address[i];
-    const uint64_t key = (a * 0x9E3779B97F4A7C15ull) ^ (b * 0xC2B2AE3D27D4EB4Full) ^
-                         (uint64_t{port} << 1 | (is_v6 ? 1u : 0u));
-    return key == 0 ? 1 : key;  // 0 reads as "none"
+    peers_[port - kTunnelProbePortBase].meta.store(0, std::memory_order_relaxed);
   }
 
   /// The port's target, if mapped.
@@ -96,9 +102,22 @@ class TunnelProbeTable {
   }
 
  private:
+  struct Peer {
+    std::atomic<uint64_t> hi{0}, lo{0};
+    std::atomic<uint64_t> meta{0};  // 0: none
+  };
+  static uint64_t Word(const uint8_t* a, int from, int n) {
+    uint64_t w = 0;
+    for (int i = 0; i < n; ++i) w = w << 8 | a[from + i];
+    return w;
+  }
+  static uint64_t Meta(bool is_v6, uint16_t port) {
+    return uint64_t{1} << 32 | uint64_t{is_v6} << 16 | port;
+  }
+
   // 0: unmapped (ids are never 0).
   std::array<std::atomic<uint64_t>, kTunnelProbePorts> slots_{};
-  std::array<std::atomic<uint64_t>, kTunnelProbePorts> peers_{};
+  std::array<Peer, kTunnelProbePorts> peers_{};
 };
 
 }  // namespace maglb

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -137,6 +138,22 @@ int HealthTask::TakePortSlot() {
   return -1;
 }
 
+int HealthTask::TakeSlotFromDirectProbe() {
+  for (auto& [key, other] : backends_) {
+    if (other->tunnel_slot < 0 || other->check.via == HealthCheckVia::kTunnel) continue;
+    const int slot = other->tunnel_slot;
+    options_.tunnel_probes->Clear(static_cast<uint16_t>(kTunnelProbePortBase + slot));
+    other->tunnel_slot = -1;
+    other->target.source_port = 0;  // from any port from now on
+    if (other->probe != 0) {        // bound to the port being handed over
+      prober_->Cancel(other->probe);
+      other->probe = 0;
+    }
+    return slot;
+  }
+  return -1;
+}
+
 void HealthTask::ConfigPublished(const LbState& state) {
   const uint64_t now = Now();
   const LbConfig& lb = state.config().lb;
@@ -216,28 +233,45 @@ void HealthTask::ConfigPublished(const LbState& state) {
         cannot_probe = absl::StrFormat("no [lb] %s address to probe from", dest.is_v6 ? "ipv6" : "ipv4");
       }
       if (!check.http_host.empty()) t.host = check.http_host;
-      // Every probe binds a port of its own, mapped to its backend and peer
-      // (tunnel_probe.h): tunnel probes are encapsulated by it, and the
-      // replies of all of them reach the kernel on their own budget.
+      // Every probe binds a port of its own, mapped to the peer it probes
+      // (tunnel_probe.h), so that its replies reach the kernel on their own
+      // budget; a tunnel probe's port also names its backend, which its
+      // frames are encapsulated toward. Tunnel probes need one: when none is
+      // free they take a direct probe's (which then uses any port).
+      const bool tunnel = check.via == HealthCheckVia::kTunnel;
       if (b.tunnel_slot < 0) b.tunnel_slot = TakePortSlot();
+      if (b.tunnel_slot < 0 && tunnel) b.tunnel_slot = TakeSlotFromDirectProbe();
       if (b.tunnel_slot >= 0) {
         t.source_port = static_cast<uint16_t>(kTunnelProbePortBase + b.tunnel_slot);
-        options_.tunnel_probes->Set(t.source_port, v.id, bs.id,
-                                    TunnelProbeTable::PeerKey(dest.bytes.data(), dest.is_v6, t.port));
-      } else if (check.via == HealthCheckVia::kTunnel) {
-        cannot_probe = absl::StrFormat("no probe port free (%u in use)", kTunnelProbePorts);
+        options_.tunnel_probes->Clear(t.source_port);
+        if (tunnel) options_.tunnel_probes->Set(t.source_port, v.id, bs.id);
+        options_.tunnel_probes->SetPeer(t.source_port, dest.bytes.data(), dest.is_v6, t.port);
+      } else if (tunnel) {
+        cannot_probe = absl::StrFormat("no probe port free (%u tunnel-checked backends at most)", kTunnelProbePorts);
       }
-      // A probe in flight toward what was probed before tests the wrong thing.
+      // A probe in flight toward what was probed before tests the wrong
+      // thing; one whose rise, fall or place in the file changed does not.
+      auto probe_shape = [](const HealthCheckConfig& c) {
+        return std::tie(c.type, c.via, c.timeout_ms, c.http_path, c.http_status, c.http_body_contains,
+                        c.http_host, c.udp_payload, c.udp_expect);
+      };
       const bool target_changed = !(t.destination == b.target.destination) || t.port != b.target.port ||
-                                  t.source_port != b.target.source_port || !(b.check == check);
+                                  t.source_port != b.target.source_port || probe_shape(check) != probe_shape(b.check);
       if (target_changed && b.probe != 0) {
         prober_->Cancel(b.probe);
         b.probe = 0;
       }
+      // A new interval applies from now, not after the old one ran out.
+      const bool timing_changed = check.interval_ms != b.check.interval_ms ||
+                                  check.jitter_percent != b.check.jitter_percent;
+      if (timing_changed && b.timer != 0 && loop_ != nullptr) {
+        loop_->CancelTimer(b.timer);
+        b.timer = 0;
+      }
       b.check = check;
       b.target = t;
       b.cannot_probe = cannot_probe;
-      if (b.timer == 0 && b.probe == 0 && loop_ != nullptr) {
+      if (b.timer == 0 && loop_ != nullptr) {
         std::uniform_int_distribution<uint64_t> first(0, uint64_t{check.interval_ms} * 1'000'000);
         Schedule(b, first(jitter_rng_));
       }
@@ -384,7 +418,7 @@ void HealthTask::Recompute(const std::string& why, const LbState* published) {
     for (const VipState& v : published->vips()) {
       for (const BackendState& bs : v.backends) {
         auto it = next->find(Key(v.name, bs.name));
-        if (it != next->end() && !same(it->second, {bs.health, bs.weight, bs.flows_move, 0})) changed = true;
+        if (it != next->end() && !same(it->second, {bs.health, bs.weight, bs.flows_move, std::nullopt})) changed = true;
       }
     }
   } else {

@@ -94,6 +94,8 @@ class HealthTask : public ControlTask, public SnapshotInputSource {
   void PublishStatus(const Backend& b);
   // A free probe port slot, at random; -1 when all are taken.
   int TakePortSlot();
+  // A direct probe's slot for a tunnel probe (which cannot go without one).
+  int TakeSlotFromDirectProbe();
   // Logs and counts a change of reported health.
   void Transitioned(Backend& b, const HealthTransition& t);
 

@@ -707,7 +707,8 @@ absl::Status ParseVipHealth(TableReader& r, const toml::table& t, const std::str
   // and port: one to another port or over the other protocol would be no
   // traffic of this VIP (sent out unchanged, dropped as vip_no_service).
   const bool tunnel = check.via == HealthCheckVia::kTunnel;
-  if (tunnel && ((check.port != 0 && check.port != v->port) || udp_check != (v->protocol == Protocol::kUdp))) {
+  if (tunnel && ((check.port != 0 && v->port != 0 && check.port != v->port) ||
+                 udp_check != (v->protocol == Protocol::kUdp))) {
     return r.Error(n, "health_check",
                    absl::StrFormat("%s goes via = \"tunnel\", so it probes this VIP's own service "
                                    "(%s port %u): it needs type = \"%s\" and no other port; probe "

@@ -231,7 +231,7 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbStateImpl(const Config& co
     absl::flat_hash_map<std::string_view, BackendHealthInput> health;
     size_t newcomers = 0;
     for (const BackendConfig& bc : vc.backends) {
-      BackendHealthInput h{BackendHealth::kUnchecked, bc.weight, false, 0};
+      BackendHealthInput h{BackendHealth::kUnchecked, bc.weight, false, std::nullopt};
       if (checked) {
         std::optional<BackendHealthInput> known =
             options.health ? options.health(vc.name, bc.name) : std::nullopt;
@@ -241,17 +241,20 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbStateImpl(const Config& co
         const bool newcomer = pv != nullptr && (was == nullptr || !(was->target.backend == bc.address));
         if (known.has_value() && !(newcomer && was != nullptr)) {
           h = *known;
-          if (h.for_configured_weight != 0 && h.for_configured_weight != bc.weight) {
-            // Re-weighted by this reload: the same share of the new weight.
-            const uint64_t scaled = (uint64_t{h.effective_weight} * bc.weight + h.for_configured_weight - 1) /
-                                    h.for_configured_weight;
+          if (h.for_configured_weight && *h.for_configured_weight != bc.weight) {
+            // Re-weighted by this reload: the same share of the new weight
+            // (from 0, a share of nothing: all of it, if it is not down).
+            const uint32_t old_weight = *h.for_configured_weight;
+            const uint64_t scaled =
+                old_weight == 0 ? (h.health == BackendHealth::kDown ? 0 : bc.weight)
+                                : (uint64_t{h.effective_weight} * bc.weight + old_weight - 1) / old_weight;
             h.effective_weight = static_cast<uint32_t>(std::min<uint64_t>(scaled, kMaxEffectiveWeight));
           }
         } else if (newcomer) {
-          h = {BackendHealth::kDown, 0, false, 0};
+          h = {BackendHealth::kDown, 0, false, std::nullopt};
           ++newcomers;
         } else {
-          h = {BackendHealth::kUp, bc.weight, false, 0};
+          h = {BackendHealth::kUp, bc.weight, false, std::nullopt};
         }
       }
       health[bc.name] = h;
@@ -262,7 +265,7 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbStateImpl(const Config& co
       // A reload replaced every backend: nothing is known to be down, and
       // failing open (keep_last) serves them as a new VIP's until checked.
       for (const BackendConfig& bc : vc.backends) {
-        health[bc.name] = {BackendHealth::kUp, bc.weight, false, 0};
+        health[bc.name] = {BackendHealth::kUp, bc.weight, false, std::nullopt};
         v.total_weight += bc.weight;
       }
     }

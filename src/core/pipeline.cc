@@ -221,8 +221,7 @@ bool Worker::KernelMayTake(TokenBucket& bucket, const LbState& state) {
 bool Worker::IsProbeReply(const ParsedPacket& p) const {
   if (probes_ == nullptr || p.is_fragment || p.is_icmp_error) return false;
   if (p.flow.protocol != kIpProtoTcp && p.flow.protocol != kIpProtoUdp) return false;
-  const uint64_t peer = probes_->Peer(p.flow.dst_port);
-  return peer != 0 && peer == TunnelProbeTable::PeerKey(p.flow.src.data(), p.flow.is_v6, p.flow.src_port);
+  return probes_->IsPeer(p.flow.dst_port, p.flow.src.data(), p.flow.is_v6, p.flow.src_port);
 }
 
 void Worker::ToKernel(PacketRef& pkt, const ParsedPacket& p, const LbState& state) {

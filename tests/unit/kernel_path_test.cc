@@ -358,7 +358,7 @@ TEST_F(KernelPathTest, FramesToTheKernelAreRateLimitedPerWorker) {
   // probe port from exactly the peer it probes.
   TunnelProbeTable probes;
   const IpAddress backend = *IpAddress::Parse("10.1.1.7");
-  probes.Set(kTunnelProbePortBase + 5, 1, 1, TunnelProbeTable::PeerKey(backend.bytes.data(), false, 80));
+  probes.SetPeer(kTunnelProbePortBase + 5, backend.bytes.data(), false, 80);
   worker_.SetProbeTable(&probes);
   Buf reply(Tcp4("10.1.1.7", 80, "192.0.2.10", kTunnelProbePortBase + 5));
   EXPECT_EQ(Run(reply, *state).action, PacketAction::kToKernel);

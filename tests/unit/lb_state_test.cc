@@ -479,7 +479,7 @@ TEST(LbStateHealth, ADownBackendLeavesTheTableButKeepsItsFlowsUnlessTheyMove) {
   while (v1.backends[b_index].name != "b") ++b_index;
 
   // pin (the default): b takes no new flows, its tracked ones still resolve.
-  auto pinned = RebuildForInputs(**first, WithHealth({{"b", {BackendHealth::kDown, 0, false, 0}}}));
+  auto pinned = RebuildForInputs(**first, WithHealth({{"b", {BackendHealth::kDown, 0, false, std::nullopt}}}));
   ASSERT_TRUE(pinned.ok());
   const VipState& vp = *(*pinned)->FindVip("web");
   EXPECT_EQ((*pinned)->generation(), (*first)->generation()) << "health keeps the generation";
@@ -496,7 +496,7 @@ TEST(LbStateHealth, ADownBackendLeavesTheTableButKeepsItsFlowsUnlessTheyMove) {
   EXPECT_EQ(vp.Resolve(b_id, 0xFFFE), pinned_index);
 
   // move: its tracked flows learn it is gone (on the hint path and the slow one).
-  auto moved = RebuildForInputs(**first, WithHealth({{"b", {BackendHealth::kDown, 0, true, 0}}}));
+  auto moved = RebuildForInputs(**first, WithHealth({{"b", {BackendHealth::kDown, 0, true, std::nullopt}}}));
   ASSERT_TRUE(moved.ok());
   const VipState& vm = *(*moved)->FindVip("web");
   uint16_t moved_index = 0;
@@ -531,9 +531,9 @@ TEST(LbStateHealth, ASlowStartStepServesAFractionOfTheShare) {
   auto first = BuildLbState(c, nullptr, WithHealth({}));
   ASSERT_TRUE(first.ok());
   // b ramps at step 1 of 5: every weight of the VIP scaled by 5, b at 1.
-  auto ramp = RebuildForInputs(**first, WithHealth({{"a", {BackendHealth::kUp, 5, false, 0}},
-                                                    {"b", {BackendHealth::kUp, 1, false, 0}},
-                                                    {"c", {BackendHealth::kUp, 10, false, 0}}}));
+  auto ramp = RebuildForInputs(**first, WithHealth({{"a", {BackendHealth::kUp, 5, false, std::nullopt}},
+                                                    {"b", {BackendHealth::kUp, 1, false, std::nullopt}},
+                                                    {"c", {BackendHealth::kUp, 10, false, std::nullopt}}}));
   ASSERT_TRUE(ramp.ok()) << ramp.status();
   const VipState& v = *(*ramp)->FindVip("web");
   auto counts = v.table->EntryCounts();
@@ -589,6 +589,23 @@ TEST(LbStateHealth, AReweightingReloadScalesWhatHealthServes) {
   EXPECT_EQ(BackendOf(**second, "web", "a").weight, 0u) << "drained by the reload";
   EXPECT_EQ(BackendOf(**second, "web", "b").weight, 0u) << "still down";
   EXPECT_EQ(BackendOf(**second, "web", "c").weight, 8u) << "the same share of its new weight";
+}
+
+}  // namespace
+}  // namespace maglb
+
+namespace maglb {
+namespace {
+
+TEST(LbStateHealth, AReloadThatUndrainsABackendServesItAtOnce) {
+  Config c = CheckedConfig();
+  c.vips[0].backends[0].weight = 0;  // a draining
+  auto first = BuildLbState(c, nullptr, WithHealth({}));
+  ASSERT_TRUE(first.ok());
+  c.vips[0].backends[0].weight = 3;
+  auto second = BuildLbState(c, first->get(), WithHealth({{"a", {BackendHealth::kUp, 0, false, 0}}}));
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(BackendOf(**second, "web", "a").weight, 3u);
 }
 
 }  // namespace
