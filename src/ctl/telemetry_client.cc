@@ -96,7 +96,9 @@ absl::StatusOr<Json> TelemetryClient::Query(const std::string& cmd, std::string*
       },
       /*allow_exceptions=*/false);
   if (too_deep || j.is_discarded() || !j.is_object() || j.empty()) {
-    return absl::DataLossError(absl::StrFormat("unreadable reply to %s: %s", cmd, *reply));
+    // The reply shown as Shown does: cut, and no escape sequence reaches a terminal.
+    return absl::DataLossError(
+        absl::StrFormat("unreadable reply to %s (%u bytes): %s", Shown(cmd), reply->size(), Shown(*reply)));
   }
   // {"<cmd>": value}; value is null when the command failed or is unknown.
   const size_t colon = reply->find(':');
