@@ -109,6 +109,10 @@ p = fleet("--config", base, "--config", missing_file, "--config", broken)
 check(p.returncode == EXIT_UNREADABLE and f"config {missing_file}: cannot be read" in p.stderr
       and re.search(r"config \S*broken.toml: cannot be read: \S*broken.toml:\d+: ", p.stderr) is not None
       and "2 of 3 sources could not be read" in p.stdout, "unreadable configs", p)
+# Unreadable wins over a disagreement among the readable ones (still shown).
+p = fleet("--config", base, "--config", reweighted, "--config", missing_file)
+check(p.returncode == EXIT_UNREADABLE and "the readable sources DISAGREE" in p.stdout
+      and "web-b: weight 1 on" in p.stdout, "unreadable and disagreeing", p)
 p = fleet("--config", base, "--prefix", "mlb-fleet-test-no-such-prefix")
 check(p.returncode == EXIT_UNREADABLE
       and "/var/run/dpdk/mlb-fleet-test-no-such-prefix/dpdk_telemetry.v2" in p.stderr
@@ -201,6 +205,14 @@ with fake_telemetry.serve(instance(healthy)) as a, fake_telemetry.serve(instance
     except (ValueError, KeyError, StopIteration, TypeError):
         ok = False
     check(ok and p.returncode == EXIT_DISAGREE, "live --format json", p)
+
+# A VIP whose backends all weigh 0 has no table on either side: the
+# daemon's fingerprint of an empty table is 0, as the config's.
+drained = write("drained.toml", config(web=(("web-a", 0), ("web-b", 0), ("web-c", 0)), dns=False))
+empty = {"web": vip_reply("web", "0" * 16, WEB_NAMES, [0, 0, 0], [0, 0, 0], ["unchecked"] * 3)}
+with fake_telemetry.serve(instance(empty)) as e:
+    p = fleet("--config", drained, "--socket", e)
+    check(p.returncode == EXIT_OK and 'vip "web": agree' in p.stdout, "drained VIP, no table", p)
 
 # Hostile replies: exit 3 naming the source, a clear error, no crash.
 good = instance(healthy)
