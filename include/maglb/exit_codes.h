@@ -10,6 +10,12 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 1;
 /// The command line was wrong (unknown argument, missing value).
 inline constexpr int kExitUsage = 2;
+/// `maglbctl fleet`: the sources were read and disagree (a monitoring check's
+/// failure). The same value as kExitError: a check reads "not OK" from it.
+inline constexpr int kExitDisagree = 1;
+/// `maglbctl fleet`: a source (an instance's telemetry, a config file) could
+/// not be read, so agreement is unknown; distinct from a disagreement.
+inline constexpr int kExitUnreadable = 3;
 
 }  // namespace maglb
 

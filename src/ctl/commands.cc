@@ -2,6 +2,7 @@
 
 #include "analyze.h"
 #include "diff.h"
+#include "fleet.h"
 #include "stats.h"
 #include "table.h"
 
@@ -13,6 +14,7 @@ std::span<const Command> Commands() {
       {"diff", CmdDiff, kDiffUsage},
       {"analyze", CmdAnalyze, kAnalyzeUsage},
       {"stats", CmdStats, kStatsUsage},
+      {"fleet", CmdFleet, kFleetUsage},
   };
   return kCommands;
 }

@@ -1,6 +1,7 @@
-"""A fake DPDK telemetry socket for `maglbctl stats` tests: it answers each
-command with whatever a test says, hostile or cut short, as no real maglb
-would."""
+"""A fake DPDK telemetry socket for `maglbctl stats` / `fleet` tests: it
+answers each command with whatever a test says, hostile or cut short, as no
+real maglb would."""
+import contextlib
 import json
 import os
 import socket
@@ -9,33 +10,51 @@ import tempfile
 import threading
 
 
-def maglbctl_stats(maglbctl, reply_text, fmt="table"):
-    """Runs `maglbctl stats --format fmt` against a socket that answers
-    command cmd with {"<cmd up to its first comma>": reply_text(cmd)};
-    reply_text returns the value's JSON text. Returns the CompletedProcess."""
+@contextlib.contextmanager
+def serve(reply_text):
+    """A socket that answers command cmd with {"<cmd up to its first comma>":
+    reply_text(cmd)}; reply_text returns the value's JSON text. Yields its
+    path; it takes any number of connections while the context lasts."""
     with tempfile.TemporaryDirectory(prefix="mlb-fake-telemetry-") as d:
         path = os.path.join(d, "dpdk_telemetry.v2")
         srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
-            srv.bind(path)
-            srv.listen(1)
+        srv.bind(path)
+        srv.listen(4)
 
-            def serve():
-                conn, _ = srv.accept()
+        def answer(conn):
+            with conn:
                 conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)  # big hostile replies
-                conn.send(json.dumps({"version": "fake", "pid": 1, "max_output_len": 16384}).encode())
-                while True:
-                    cmd = conn.recv(4096).decode()
-                    if not cmd:
-                        break
-                    conn.send(('{"%s": %s}' % (cmd.split(",", 1)[0], reply_text(cmd))).encode())
-                conn.close()
+                try:
+                    conn.send(json.dumps({"version": "fake", "pid": 1, "max_output_len": 16384}).encode())
+                    while True:
+                        cmd = conn.recv(4096).decode()
+                        if not cmd:
+                            break
+                        conn.send(('{"%s": %s}' % (cmd.split(",", 1)[0], reply_text(cmd))).encode())
+                except OSError:
+                    pass  # the client went away (it refused a reply)
 
-            t = threading.Thread(target=serve, daemon=True)
-            t.start()
-            r = subprocess.run([maglbctl, "stats", "--socket", path, "--format", fmt],
-                               capture_output=True, text=True, timeout=30)
-            t.join(5)
-            return r
+        def accept():
+            while True:
+                try:
+                    conn, _ = srv.accept()
+                except OSError:
+                    return  # closed: the context ended
+                threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+        t = threading.Thread(target=accept, daemon=True)
+        t.start()
+        try:
+            yield path
         finally:
+            srv.shutdown(socket.SHUT_RDWR)
             srv.close()
+            t.join(5)
+
+
+def maglbctl_stats(maglbctl, reply_text, fmt="table"):
+    """Runs `maglbctl stats --format fmt` against serve(reply_text). Returns
+    the CompletedProcess."""
+    with serve(reply_text) as path:
+        return subprocess.run([maglbctl, "stats", "--socket", path, "--format", fmt],
+                              capture_output=True, text=True, timeout=30)
