@@ -117,6 +117,28 @@ RxChecksum RxIpChecksum(uint64_t ol_flags) {
   }
 }
 
+// A received frame for the pipeline: single-segment, with a snapshot to
+// read it against (else counted, and the caller drops it).
+inline bool Admit(const WorkerContext& c, rte_mbuf* m, const LbState* state, PacketRef* r) {
+  if (m->nb_segs != 1 || state == nullptr) {
+    (m->nb_segs != 1 ? c.counters->rx_multiseg : c.counters->no_snapshot).Add(1);
+    return false;
+  }
+  *r = PacketRef{};
+  r->data = rte_pktmbuf_mtod(m, uint8_t*);
+  r->len = rte_pktmbuf_data_len(m);
+  r->headroom = rte_pktmbuf_headroom(m);
+  r->tailroom = rte_pktmbuf_tailroom(m);
+  return true;
+}
+
+// The mbuf holds the frame the pipeline left: r.out_len bytes at r.offset.
+inline void TakeOutFrame(rte_mbuf* m, const PacketRef& r) {
+  m->data_off = static_cast<uint16_t>(m->data_off + r.offset);
+  m->data_len = r.out_len;
+  m->pkt_len = r.out_len;
+}
+
 // The frames the pipeline built for `r` (PacketAction::kExtra: fragments),
 // copied into buffers of their own; one that gets no buffer is counted lost.
 void PushExtraFrames(const WorkerContext& c, const PacketRef& r, TxBuffer& to) {
@@ -149,21 +171,10 @@ void Process(const WorkerContext& c, rte_mbuf** in, uint16_t n, const LbState* s
   uint16_t np = 0, ndrop = 0;
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = in[i];
-    if (m->nb_segs != 1 || state == nullptr) {
-      if (m->nb_segs != 1) {
-        c.counters->rx_multiseg.Add(1);
-      } else {
-        c.counters->no_snapshot.Add(1);
-      }
+    if (!Admit(c, m, state, &refs[np])) {
       drop[ndrop++] = m;
       continue;
     }
-    PacketRef& r = refs[np];
-    r = PacketRef{};
-    r.data = rte_pktmbuf_mtod(m, uint8_t*);
-    r.len = rte_pktmbuf_data_len(m);
-    r.headroom = rte_pktmbuf_headroom(m);
-    r.tailroom = rte_pktmbuf_tailroom(m);
     ip_checksum[np] = RxIpChecksum(m->ol_flags);
     kept[np++] = m;
   }
@@ -182,9 +193,7 @@ void Process(const WorkerContext& c, rte_mbuf** in, uint16_t n, const LbState* s
       case PacketAction::kTransmit:
       case PacketAction::kReply:
       case PacketAction::kFromKernel:  // (ProcessFromKernel's only)
-        m->data_off = static_cast<uint16_t>(m->data_off + r.offset);
-        m->data_len = r.out_len;
-        m->pkt_len = r.out_len;
+        TakeOutFrame(m, r);
         Push(r.action == PacketAction::kTransmit ? to_backends : tx.back(steered ? m->port : rx_port), m,
              c.counters);
         break;
@@ -252,17 +261,10 @@ uint16_t ServeKernel(const WorkerContext& c, const LbState* state, TxSet& tx) {
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = in[i];
     bytes += rte_pktmbuf_pkt_len(m);
-    if (m->nb_segs != 1 || state == nullptr) {
-      (m->nb_segs != 1 ? c.counters->rx_multiseg : c.counters->no_snapshot).Add(1);
+    if (!Admit(c, m, state, &refs[np])) {
       drop[ndrop++] = m;
       continue;
     }
-    PacketRef& r = refs[np];
-    r = PacketRef{};
-    r.data = rte_pktmbuf_mtod(m, uint8_t*);
-    r.len = rte_pktmbuf_data_len(m);
-    r.headroom = rte_pktmbuf_headroom(m);
-    r.tailroom = rte_pktmbuf_tailroom(m);
     kept[np++] = m;
   }
   c.counters->from_kernel.Add(n);
@@ -275,9 +277,7 @@ uint16_t ServeKernel(const WorkerContext& c, const LbState* state, TxSet& tx) {
       case PacketAction::kFromKernel:
       case PacketAction::kTransmit:
       case PacketAction::kReply:
-        m->data_off = static_cast<uint16_t>(m->data_off + r.offset);
-        m->data_len = r.out_len;
-        m->pkt_len = r.out_len;
+        TakeOutFrame(m, r);
         if (r.action == PacketAction::kReply) {
           PushKernel(tx.kernel, m, c.counters);
         } else {
