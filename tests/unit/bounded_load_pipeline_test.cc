@@ -19,6 +19,7 @@
 #include "maglb/flow_hash.h"
 #include "maglb/lb_state.h"
 #include "maglb/pipeline.h"
+#include "packet_buf.h"
 #include "packet_builder.h"
 
 namespace maglb {
@@ -31,7 +32,6 @@ using testing::Mac;
 
 constexpr uint64_t kSec = 1'000'000'000ULL;
 constexpr uint64_t kT0 = 5000 * kSec;
-constexpr size_t kHeadroom = 128;
 const MacAddress kPortMac = Mac("02:00:00:00:00:01");
 const MacAddress kGatewayMac = Mac("02:00:00:00:00:fe");
 constexpr char kWeb[] = "198.51.100.80";
@@ -96,18 +96,7 @@ ConntrackConfig CtConfig(uint32_t capacity) {
   return c;
 }
 
-struct Buf {
-  explicit Buf(const Bytes& frame) : storage(kHeadroom + frame.size() + 256) {
-    std::memcpy(storage.data() + kHeadroom, frame.data(), frame.size());
-    ref.data = storage.data() + kHeadroom;
-    ref.len = static_cast<uint16_t>(frame.size());
-    ref.headroom = kHeadroom;
-    ref.tailroom = 256;
-  }
-  Bytes Out() const { return Bytes(ref.data + ref.offset, ref.data + ref.offset + ref.out_len); }
-  std::vector<uint8_t> storage;
-  PacketRef ref;
-};
+using Buf = testing::PacketBuf;
 
 Bytes Frame(const Flow& f, const char* vip, uint8_t flags) {
   Ip4 h;

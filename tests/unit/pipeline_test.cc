@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "maglb/flow_hash.h"
 #include "maglb/lb_state.h"
+#include "packet_buf.h"
 #include "packet_builder.h"
 
 namespace maglb {
@@ -24,7 +25,6 @@ using testing::Mac;
 
 constexpr uint64_t kSec = 1'000'000'000ULL;
 constexpr uint64_t kT0 = 5000 * kSec;
-constexpr size_t kHeadroom = 128;
 const MacAddress kPortMac = Mac("02:00:00:00:00:01");  // Eth{}.dst: frames arrive for us
 const MacAddress kGatewayMac = Mac("02:00:00:00:00:fe");
 
@@ -69,22 +69,7 @@ std::unique_ptr<const LbState> Build(const Config& c, const LbState* prev = null
   return *std::move(s);
 }
 
-// A packet in a buffer with headroom and tailroom, as an mbuf would hold it.
-struct Buf {
-  explicit Buf(const Bytes& frame) : storage(kHeadroom + frame.size() + 256) {
-    std::memcpy(storage.data() + kHeadroom, frame.data(), frame.size());
-    ref.data = storage.data() + kHeadroom;
-    ref.len = static_cast<uint16_t>(frame.size());
-    ref.headroom = kHeadroom;
-    ref.tailroom = 256;
-  }
-  Bytes Out() const {
-    const uint8_t* p = ref.data + ref.offset;
-    return Bytes(p, p + ref.out_len);
-  }
-  std::vector<uint8_t> storage;
-  PacketRef ref;
-};
+using Buf = testing::PacketBuf;
 
 Bytes TcpFrame(const std::string& client, uint16_t sport, const std::string& vip, uint8_t flags,
                size_t payload = 0, bool df = true) {
