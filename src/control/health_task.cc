@@ -75,10 +75,7 @@ absl::Status HealthTask::Start(EventLoop& loop) {
   if (!prober.ok()) return prober.status();
   prober_ = *std::move(prober);
   // Backends of the first config were adopted before the loop existed.
-  for (auto& [key, b] : backends_) {
-    std::uniform_int_distribution<uint64_t> first(0, uint64_t{b->check.interval_ms} * 1'000'000);
-    Schedule(*b, first(jitter_rng_));  // spread the first round over one interval
-  }
+  for (auto& [key, b] : backends_) ScheduleFirst(*b);
   ArmChangeTimer();
   return absl::OkStatus();
 }
@@ -272,8 +269,7 @@ void HealthTask::ConfigPublished(const LbState& state) {
       b.target = t;
       b.cannot_probe = cannot_probe;
       if (b.timer == 0 && loop_ != nullptr) {
-        std::uniform_int_distribution<uint64_t> first(0, uint64_t{check.interval_ms} * 1'000'000);
-        Schedule(b, first(jitter_rng_));
+        ScheduleFirst(b);
       }
       PublishStatus(b);
     }
@@ -281,6 +277,12 @@ void HealthTask::ConfigPublished(const LbState& state) {
   vips_ = std::move(next_vips);
   first_config_ = false;
   Recompute("config", &state);
+}
+
+void HealthTask::ScheduleFirst(Backend& b) {
+  // Somewhere within one interval: a thousand backends' checks spread out.
+  std::uniform_int_distribution<uint64_t> first(0, uint64_t{b.check.interval_ms} * 1'000'000);
+  Schedule(b, first(jitter_rng_));
 }
 
 void HealthTask::Schedule(Backend& b, uint64_t delay_ns) {

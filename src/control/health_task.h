@@ -83,6 +83,8 @@ class HealthTask : public ControlTask, public SnapshotInputSource {
 
   uint64_t Now() const;
   void Schedule(Backend& b, uint64_t delay_ns);
+  // The first probe of a backend, at a random point of its first interval.
+  void ScheduleFirst(Backend& b);
   void RunProbe(const Key& key);
   void ProbeDone(const Key& key, const ProbeOutcome& outcome);
   void Forget(Backend& b);
