@@ -62,17 +62,16 @@ void ReloadTask::Request(const char* why) {
   build_wanted_ = true;
   // Started when this pass's events are handled (the triggers of one pass
   // make one build), or after the running build, whose result is then stale.
-  if (!builder_->busy() && start_timer_ == 0) {
-    start_timer_ = loop_->AddTimer(std::chrono::nanoseconds(0), [this] {
-      start_timer_ = 0;
-      StartNext();
-    });
-  }
+  StartNextAfterThisPass();
 }
 
 void ReloadTask::RequestRebuild(std::string why) {
   rebuild_wanted_ = true;
   rebuild_why_ = std::move(why);
+  StartNextAfterThisPass();
+}
+
+void ReloadTask::StartNextAfterThisPass() {
   if (!builder_->busy() && start_timer_ == 0) {
     start_timer_ = loop_->AddTimer(std::chrono::nanoseconds(0), [this] {
       start_timer_ = 0;

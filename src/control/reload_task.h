@@ -67,6 +67,9 @@ class ReloadTask : public ControlTask {
   void StartRebuild();
   // After a build: the newest reload, else a wanted rebuild.
   void StartNext();
+  // StartNext once this pass's events are handled (they make one build),
+  // unless a build is running (its end starts the next).
+  void StartNextAfterThisPass();
   // The helper thread's result: publish it, refuse it, or build again.
   void FinishBuild();
   void FinishRebuild(BuildResult result, const LbState& current);
