@@ -179,6 +179,22 @@ constexpr std::string_view LocalName(LocalCounter c) { return kLocalCounterLabel
   X(kHealthRebuilds, "health_rebuilds", kCounter, "rebuilds", kNoLabels,                          \
     "Snapshots rebuilt for health changes and slow starts (not for reloads)",                     \
     v.control.health_rebuilds)                                                                    \
+  X(kAnnounceReady, "announce_ready", kGauge, "boolean", kNoLabels,                                \
+    "1 while maglb may announce its VIPs: [announce] set, workers live, not draining",            \
+    v.control.announce.state == "announcing")                                                     \
+  X(kAnnounceDraining, "announce_draining", kGauge, "boolean", kNoLabels,                          \
+    "1 while draining: every VIP withdrawn, tracked flows still forwarded until exit",            \
+    v.control.announce.state == "draining")                                                       \
+  X(kAnnounceWorkersStalled, "announce_workers_stalled", kGauge, "boolean", kNoLabels,             \
+    "1 while a worker has passed no quiescent point within [announce] stall_ms (VIPs withdrawn)", \
+    v.control.announce.state == "stalled")                                                        \
+  X(kAnnounceRoutes, "announce_routes", kGauge, "routes", kNoLabels,                               \
+    "VIP routes maglb has in its announce table now", v.control.announce.routes())                \
+  X(kAnnounceRouteChanges, "announce_route_changes", kCounter, "changes", kNoLabels,               \
+    "VIP routes added to or deleted from the announce table", v.control.announce.route_changes)   \
+  X(kAnnounceRouteErrors, "announce_route_errors", kCounter, "errors", kNoLabels,                  \
+    "Route requests to the kernel that failed (retried every interval)",                          \
+    v.control.announce.route_errors)                                                              \
   X(kVipPackets, "vip_packets", kCounter, "packets", kByVip, "Packets to the VIP forwarded",      \
     v.Vip(k).counters.packets)                                                                    \
   X(kVipBytes, "vip_bytes", kCounter, "bytes", kByVip, "Bytes to the VIP forwarded",              \
@@ -189,6 +205,9 @@ constexpr std::string_view LocalName(LocalCounter c) { return kLocalCounterLabel
     "New flows bounded loads placed off their first choice", v.Vip(k).bounded_load_passed)        \
   X(kVipBoundedLoadOver, "vip_bounded_load_over", kCounter, "flows", kByVip,                      \
     "New flows that found no backend below the bounded-load capacity", v.Vip(k).bounded_load_over) \
+  X(kVipAnnounced, "vip_announced", kGauge, "boolean", kByVip,                                     \
+    "1 while the VIP's address is announced (its route is in the announce table)",                \
+    v.control.announce.Announced(v.state.vips()[k.vip].address))                                  \
   X(kBackendWeights, "backend_weights", kGauge, "weight", kByBackend,                             \
     "The backend's configured weight", v.Backend(k).configured_weight)                            \
   X(kBackendEffectiveWeights, "backend_effective_weights", kGauge, "weight", kByBackend,          \

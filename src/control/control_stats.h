@@ -8,9 +8,11 @@
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "control/neighbor.h"
 #include "maglb/health.h"
+#include "maglb/ip_address.h"
 
 namespace maglb {
 
@@ -23,6 +25,40 @@ struct BackendHealthStatus {
   std::string last_probe;      ///< the last probe's detail
   uint64_t probes = 0, probe_failures = 0, transitions = 0;
   std::string check;           ///< "http via tunnel to 10.100.0.1:80 from port 61003"
+};
+
+/// Route announcement (announce_task.h), for telemetry and maglbctl.
+struct AnnounceStatus {
+  bool enabled = false;  ///< [announce] is set
+  /// "off", "starting" (no quiescent round seen yet), "announcing",
+  /// "stalled" (workers passed no quiescent point within stall_ms),
+  /// "draining".
+  std::string state = "off";
+  uint32_t table = 0;
+  uint64_t route_changes = 0;  ///< routes added or deleted
+  uint64_t route_errors = 0;   ///< rtnetlink requests that failed
+  uint64_t drain_until_unix_ms = 0;  ///< while draining: when maglb exits
+  struct Prefix {
+    std::string prefix;  ///< "10.100.0.1/32"
+    bool announced = false;
+    std::string reason;
+  };
+  std::vector<Prefix> prefixes;  ///< every VIP address, in config order
+  bool Announced(const IpAddress& address) const {
+    const std::string text = address.ToString();
+    for (const Prefix& p : prefixes) {
+      if (p.announced && p.prefix.compare(0, text.size(), text) == 0 && p.prefix.size() > text.size() &&
+          p.prefix[text.size()] == '/') {
+        return true;
+      }
+    }
+    return false;
+  }
+  uint64_t routes() const {
+    uint64_t n = 0;
+    for (const Prefix& p : prefixes) n += p.announced;
+    return n;
+  }
 };
 
 struct ControlStats {
@@ -41,6 +77,7 @@ struct ControlStats {
   uint64_t health_probes = 0, health_probe_failures = 0;
   /// (VIP name, backend name) -> status, for every checked backend.
   std::map<std::pair<std::string, std::string>, BackendHealthStatus> backend_health;
+  AnnounceStatus announce;
 };
 
 }  // namespace maglb

@@ -295,6 +295,51 @@ int CmdVip(const char*, const char* params, rte_tel_data* d) {
   return rc;
 }
 
+// Route announcement (announce_task.h): the state, and per VIP address
+// whether it is announced and why, as parallel arrays within the reply's size.
+int CmdAnnounce(const char*, const char*, rte_tel_data* d) {
+  ControllerRef ref;  // shutdown waits for it
+  Controller* controller = ref.get();
+  if (controller == nullptr) return -1;
+  rte_tel_data_start_dict(d);
+  controller->WithView([&](const LbState&, const CounterTotals&, const ControlStats& cs,
+                             const ControllerOptions&) {
+    const AnnounceStatus& a = cs.announce;
+    ReplyDict dict(d);
+    dict.Str("state", a.state);
+    dict.U64("table", a.table);
+    dict.U64("routes", a.routes());
+    dict.U64("route_changes", a.route_changes);
+    dict.U64("route_errors", a.route_errors);
+    dict.U64("drain_until_unix_ms", a.state == "draining" ? a.drain_until_unix_ms : 0);
+    dict.U64("prefix_total", a.prefixes.size());
+    rte_tel_data* prefixes = rte_tel_data_alloc();
+    rte_tel_data* announced = rte_tel_data_alloc();
+    rte_tel_data* reasons = rte_tel_data_alloc();
+    rte_tel_data_start_array(prefixes, RTE_TEL_STRING_VAL);
+    rte_tel_data_start_array(announced, RTE_TEL_U64_VAL);
+    rte_tel_data_start_array(reasons, RTE_TEL_STRING_VAL);
+    const size_t fixed = dict.used() + ReplyDict::ArrayCost("prefixes") + ReplyDict::ArrayCost("announced") +
+                         ReplyDict::ArrayCost("reasons") + kReplySlack;
+    const size_t budget = fixed < kReplyBytes ? kReplyBytes - fixed : 0;
+    size_t used = 0, count = 0;
+    for (const AnnounceStatus::Prefix& p : a.prefixes) {
+      const std::string prefix = TelemetryText(p.prefix), reason = TelemetryText(p.reason);
+      const size_t cost = TelemetryStringCost(prefix) + TelemetryStringCost(reason) + 2;
+      if (count == RTE_TEL_MAX_ARRAY_ENTRIES || used + cost > budget) break;
+      used += cost;
+      ++count;
+      rte_tel_data_add_array_string(prefixes, prefix.c_str());
+      rte_tel_data_add_array_u64(announced, p.announced);
+      rte_tel_data_add_array_string(reasons, reason.c_str());
+    }
+    rte_tel_data_add_dict_container(d, "prefixes", prefixes, 0);
+    rte_tel_data_add_dict_container(d, "announced", announced, 0);
+    rte_tel_data_add_dict_container(d, "reasons", reasons, 0);
+  });
+  return 0;
+}
+
 }  // namespace
 
 void UnregisterTelemetry() {
@@ -314,6 +359,9 @@ void RegisterTelemetry(Controller* controller) {
   rte_telemetry_register_cmd("/maglb/vip", CmdVip,
                              "One maglb VIP and a page of its backends' counters (backend_offset, "
                              "backend_total). Parameters: VIP name[,first backend]");
+  rte_telemetry_register_cmd("/maglb/announce", CmdAnnounce,
+                             "maglb route announcement: state, and per VIP address whether its route "
+                             "is announced and why");
 }
 
 }  // namespace maglb
