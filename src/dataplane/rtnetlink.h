@@ -44,6 +44,8 @@ class Rtnetlink {
 
   /// Adds or replaces the route, scope link (IPv6: universe, as the kernel
   /// keeps it), type unicast (NLM_F_CREATE | NLM_F_REPLACE): idempotent.
+  /// The kernel refuses it while the interface is down (ENETDOWN), drops
+  /// it when the interface goes down or away, and does not bring it back.
   absl::Status ReplaceRoute(uint32_t table, uint8_t protocol, int ifindex, const IpAddress& address,
                             uint8_t prefix_len);
   /// Deletes that route (only with that protocol and interface); a route
