@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "maglb/announce_config.h"
 #include "maglb/conntrack_config.h"
 #include "maglb/forwarding.h"
 #include "maglb/health_config.h"
@@ -179,6 +180,8 @@ struct Config {
   std::vector<HealthCheckConfig> health_checks;
   HealthSettings health;
   KernelConfig kernel;
+  /// [announce]: VIP routes for the BGP daemon; off unless set.
+  AnnounceConfig announce;
   std::vector<VipConfig> vips;
 
   const VipConfig* FindVip(std::string_view name) const;

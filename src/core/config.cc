@@ -423,6 +423,83 @@ absl::Status ParseKernel(const toml::table& t, const std::string& source, const 
   return absl::OkStatus();
 }
 
+// rtm_protocol values maglb's routes must not carry: the kernel's own, and
+// those routing daemons take for theirs. BIRD deletes routes of its protocol
+// that it does not know at start; FRR's zebra sweeps those of its protocols.
+struct ReservedRouteProtocol {
+  uint8_t first, last;
+  const char* why;
+};
+constexpr ReservedRouteProtocol kReservedRouteProtocols[] = {
+    {0, 4, "0 to 4 belong to the kernel (unspec, redirect, kernel, boot, static)"},
+    {11, 11, "11 is FRR's zebra's: zebra would take maglb's routes for its own and delete them"},
+    {12, 12, "12 is BIRD's: BIRD would take maglb's routes for its own and delete them"},
+    {42, 42, "42 is babel's (FRR's babeld): FRR would take maglb's routes for its own and delete them"},
+    {186, 198, "186 to 198 are FRR's (bgp, isis, ospf, rip, ...): FRR would take maglb's routes for "
+               "its own and delete them"},
+};
+
+// [announce]: VIP routes for a BGP daemon (announce_config.h). Needs [kernel],
+// parsed first: the routes go on its interface.
+absl::Status ParseAnnounce(const toml::table& t, const std::string& source, const KernelConfig& kernel,
+                           AnnounceConfig* a) {
+  TableReader r(t, source, "announce");
+  a->line = r.line();
+  int64_t table = 0;
+  bool has_table = false;
+  int64_t protocol = a->route_protocol;
+  MAGLB_RETURN_IF_ERROR(r.Integer("table", 0, UINT32_MAX, &table, &has_table));
+  MAGLB_RETURN_IF_ERROR(r.Integer("route_protocol", 0, 255, &protocol));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("interval_ms", 10, 10000, &a->interval_ms));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("stall_ms", 10, 60000, &a->stall_ms));
+  MAGLB_RETURN_IF_ERROR(r.Unsigned("drain_s", 0, 3600, &a->drain_s));
+  // Before the missing table: a misspelt "table" is better told as such.
+  MAGLB_RETURN_IF_ERROR(r.CheckNoUnknownKeys());
+  if (!has_table) {
+    return r.Error(nullptr, "table",
+                   "required key is missing: the kernel routing table maglb writes the announced "
+                   "VIPs' routes into, for the BGP daemon to learn (e.g. 4242)");
+  }
+  if (table == 0) {
+    return r.Error(t.get("table"), "table",
+                   "0 names no table (RT_TABLE_UNSPEC): set the kernel routing table the VIP "
+                   "routes go into, or leave [announce] out to announce nothing");
+  }
+  if (table >= 253 && table <= 255) {
+    return r.Error(t.get("table"), "table",
+                   absl::StrFormat("%d is the kernel's %s table: the VIP routes need a table of "
+                                   "their own (1 to 252, or 256 and up), which the BGP daemon "
+                                   "learns and nothing else routes by",
+                                   table, table == 253 ? "default" : table == 254 ? "main" : "local"));
+  }
+  a->table = static_cast<uint32_t>(table);
+  for (const ReservedRouteProtocol& p : kReservedRouteProtocols) {
+    if (protocol >= p.first && protocol <= p.last) {
+      return r.Error(t.get("route_protocol"), "route_protocol",
+                     absl::StrFormat("%d is reserved: %s; use one no other routing software "
+                                     "claims (the default is %u)",
+                                     protocol, p.why, kDefaultAnnounceRouteProtocol));
+    }
+  }
+  a->route_protocol = static_cast<uint8_t>(protocol);
+  if (a->stall_ms < 2 * a->interval_ms) {
+    // The defaults pass, so one of the two was set: point at stall_ms if it was.
+    const char* key = t.get("stall_ms") != nullptr ? "stall_ms" : "interval_ms";
+    return r.Error(t.get(key), key,
+                   absl::StrFormat("stall_ms = %u is under 2 x interval_ms = %u: the workers are "
+                                   "checked once per interval (%u ms), so a stall must span at "
+                                   "least two checks; raise stall_ms or lower interval_ms",
+                                   a->stall_ms, 2 * a->interval_ms, a->interval_ms));
+  }
+  if (!kernel.enabled()) {
+    return r.Error(nullptr, "",
+                   "needs [kernel] interface: the VIP routes go on the kernel interface, and "
+                   "vanish with it when maglb dies, so a dead maglb announces nothing; set "
+                   "[kernel] interface, or leave [announce] out");
+  }
+  return absl::OkStatus();
+}
+
 // ---------------------------------------------------------------------------
 // Health checks: [[health_check]] and a VIP's health_check.
 
@@ -1256,6 +1333,10 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
   if (const toml::node* n = r.Get("kernel"); n != nullptr) {
     if (!n->is_table()) return r.Error(n, "kernel", "must be a table ([kernel])");
     MAGLB_RETURN_IF_ERROR(ParseKernel(*n->as_table(), source, config.lb, &config.kernel));
+  }
+  if (const toml::node* n = r.Get("announce"); n != nullptr) {
+    if (!n->is_table()) return r.Error(n, "announce", "must be a table ([announce])");
+    MAGLB_RETURN_IF_ERROR(ParseAnnounce(*n->as_table(), source, config.kernel, &config.announce));
   }
   std::vector<const toml::table*> checks;
   MAGLB_RETURN_IF_ERROR(ArrayOfTables(r, "health_check", "health_check", &checks));

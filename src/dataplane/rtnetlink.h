@@ -1,5 +1,7 @@
 // The few rtnetlink requests the kernel interface needs (kernel_port.h):
-// addresses on it, and no IPv6 address the kernel would make up by itself.
+// addresses on it, and no IPv6 address the kernel would make up by itself;
+// and the VIP routes a BGP daemon learns from a routing table of maglb's
+// ([announce], announce_config.h).
 // Linux only, no DPDK: plain libmnl on a NETLINK_ROUTE socket, each request
 // acknowledged (or its error returned) before the call returns.
 #ifndef MAGLB_DATAPLANE_RTNETLINK_H_
@@ -33,11 +35,36 @@ class Rtnetlink {
   /// An address already there is no error.
   absl::Status AddAddress(int ifindex, const IpAddress& address, uint8_t prefix_len);
 
+  // --- Routes: `address`/`prefix_len` dev `ifindex` in routing table `table`
+  // (1 .. 2^32-1; ids over 255 travel in RTA_TABLE), with rtm_protocol
+  // `protocol` (5 .. 255: 0 .. 4 are the kernel's). `address` must be the
+  // prefix itself (no host bits past prefix_len), prefix_len at most 32 for
+  // IPv4, 128 for IPv6; anything else is refused (InvalidArgument) before a
+  // request is sent.
+
+  /// Adds or replaces the route, scope link (IPv6: universe, as the kernel
+  /// keeps it), type unicast (NLM_F_CREATE | NLM_F_REPLACE): idempotent.
+  /// The kernel refuses it while the interface is down (ENETDOWN), drops
+  /// it when the interface goes down or away, and does not bring it back.
+  absl::Status ReplaceRoute(uint32_t table, uint8_t protocol, int ifindex, const IpAddress& address,
+                            uint8_t prefix_len);
+  /// Deletes that route (only with that protocol and interface); a route
+  /// already gone (ESRCH / ENOENT) is no error.
+  absl::Status DeleteRoute(uint32_t table, uint8_t protocol, int ifindex, const IpAddress& address,
+                           uint8_t prefix_len);
+  /// Deletes every route of `protocol` in `table`, both families, on any
+  /// interface: those an earlier run left. Returns how many it deleted.
+  /// Routes of other protocols in the table stay.
+  absl::StatusOr<int> FlushRoutes(uint32_t table, uint8_t protocol);
+
  private:
   explicit Rtnetlink(mnl_socket* socket);
   // Sends the request in buf_ and waits for its acknowledgement;
   // *kernel_error: the errno the kernel answered, or 0.
   absl::Status Request(const char* what, int* kernel_error);
+  // RTM_NEWROUTE / RTM_DELROUTE of one route, after the checks above.
+  absl::Status RouteRequest(uint16_t type, uint16_t flags, uint32_t table, uint8_t protocol, int ifindex,
+                            const IpAddress& address, uint8_t prefix_len, int* kernel_error);
 
   mnl_socket* socket_ = nullptr;
   uint32_t port_id_ = 0;

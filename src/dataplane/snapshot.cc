@@ -49,4 +49,14 @@ void SnapshotPublisher::Publish(std::unique_ptr<const LbState> next) {
   delete old;
 }
 
+// rte_rcu_qsbr_start and rte_rcu_qsbr_check are lock-free and multi-thread
+// safe (rte_rcu_qsbr.h), so they run beside Publish's rte_rcu_qsbr_synchronize
+// (itself a start and a waiting check): a round only moves the shared token
+// on, and each check compares the workers' counters with its own token.
+uint64_t SnapshotPublisher::StartLivenessRound() { return rte_rcu_qsbr_start(qsbr_); }
+
+bool SnapshotPublisher::LivenessRoundPassed(uint64_t token) const {
+  return rte_rcu_qsbr_check(qsbr_, token, /*wait=*/false) == 1;
+}
+
 }  // namespace maglb

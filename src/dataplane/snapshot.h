@@ -43,6 +43,19 @@ class SnapshotPublisher {
   /// Serialises control-side readers (telemetry) against Publish().
   std::mutex& mutex() { return mu_; }
 
+  /// Worker liveness, on the same RCU: a worker passes a quiescent point
+  /// every loop pass, so one that passes none is stuck. Neither call blocks,
+  /// takes mutex() or disturbs Publish(); any thread may call them.
+  ///
+  /// Starts a liveness round: a token that every online worker passes at its
+  /// next quiescent point (or by going offline).
+  uint64_t StartLivenessRound();
+  /// Whether every online worker has passed `token` since it was started.
+  /// True with no worker online: whether the workers run at all is the
+  /// caller's to know. A worker that comes online passes every round
+  /// started before.
+  bool LivenessRoundPassed(uint64_t token) const;
+
  private:
   SnapshotPublisher() = default;
 

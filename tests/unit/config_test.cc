@@ -6,6 +6,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/str_format.h"
@@ -1135,6 +1137,163 @@ TEST(ConfigHealthCheckTest, RefusesMoreThanTheMostChecks) {
   absl::StatusOr<Config> c = Parse(text);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->health_checks.size(), kMaxHealthChecks);
+}
+
+}  // namespace
+}  // namespace maglb
+
+namespace maglb {
+namespace {
+
+// Issue 11: [announce]. kWithKernel is 4 lines; [announce] starts on line 5.
+constexpr char kWithKernel[] = "[lb]\nipv4 = \"192.0.2.10\"\n[kernel]\ninterface = \"maglb0\"\n";
+
+std::string Announce(const std::string& keys) {
+  return std::string(kWithKernel) + "[announce]\n" + keys;
+}
+
+// The example's [announce] is commented out (it runs without a BGP daemon);
+// uncommented, it parses as documented.
+TEST(ConfigAnnounceTest, TheExamplesSectionUncommented) {
+  absl::StatusOr<Config> as_is = LoadConfig("config/example.toml");
+  ASSERT_TRUE(as_is.ok()) << as_is.status();
+  EXPECT_FALSE(as_is->announce.enabled());
+  std::ifstream in("config/example.toml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string example = text.str();
+  for (const std::string line : {"[announce]", "table = 4242", "route_protocol = 249", "interval_ms = 100",
+                                 "stall_ms = 1000", "drain_s = 10"}) {
+    const size_t at = example.find("\n# " + line + "\n");
+    ASSERT_NE(at, std::string::npos) << "config/example.toml: no \"# " << line << "\" line";
+    example.erase(at + 1, 2);
+  }
+  absl::StatusOr<Config> on = ParseConfig(example, "example.toml");
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->announce.enabled());
+  AnnounceConfig expected;
+  expected.table = 4242;
+  expected.line = on->announce.line;
+  EXPECT_EQ(on->announce, expected);
+}
+
+TEST(ConfigAnnounceTest, OffWithoutTheSection) {
+  absl::StatusOr<Config> d = ParseConfig(kWithKernel, "test.toml");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_FALSE(d->announce.enabled());
+  EXPECT_EQ(d->announce, AnnounceConfig{});
+}
+
+TEST(ConfigAnnounceTest, DefaultsAndEveryKey) {
+  absl::StatusOr<Config> d = ParseConfig(Announce("table = 4242\n"), "test.toml");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(d->announce.enabled());
+  EXPECT_EQ(d->announce.table, 4242u);
+  EXPECT_EQ(d->announce.route_protocol, 249);
+  EXPECT_EQ(d->announce.interval_ms, 100u);
+  EXPECT_EQ(d->announce.stall_ms, 1000u);
+  EXPECT_EQ(d->announce.drain_s, 10u);
+  EXPECT_EQ(d->announce.line, 5);
+  absl::StatusOr<Config> c = ParseConfig(Announce(R"(table = 4294967295
+route_protocol = 255
+interval_ms = 10000
+stall_ms = 60000
+drain_s = 3600
+)"), "test.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->announce.table, 4294967295u);
+  EXPECT_EQ(c->announce.route_protocol, 255);
+  EXPECT_EQ(c->announce.interval_ms, 10000u);
+  EXPECT_EQ(c->announce.stall_ms, 60000u);
+  EXPECT_EQ(c->announce.drain_s, 3600u);
+  absl::StatusOr<Config> low = ParseConfig(
+      Announce("table = 1\nroute_protocol = 5\ninterval_ms = 10\nstall_ms = 20\ndrain_s = 0\n"),
+      "test.toml");
+  ASSERT_TRUE(low.ok()) << low.status();
+  EXPECT_EQ(low->announce.table, 1u);
+  EXPECT_EQ(low->announce.route_protocol, 5);
+  EXPECT_EQ(low->announce.stall_ms, 20u);
+  EXPECT_EQ(low->announce.drain_s, 0u);
+  // The last table below the kernel's and the first above; protocols between
+  // the reserved ones.
+  for (const char* ok : {"table = 252\n", "table = 256\n", "table = 7\nroute_protocol = 13\n",
+                         "table = 7\nroute_protocol = 185\n", "table = 7\nroute_protocol = 199\n"}) {
+    EXPECT_TRUE(ParseConfig(Announce(ok), "test.toml").ok()) << ok;
+  }
+  // [announce] may come before [kernel] in the file.
+  EXPECT_TRUE(ParseConfig("[announce]\ntable = 4242\n" + std::string(kWithKernel), "test.toml").ok());
+}
+
+TEST(ConfigAnnounceTest, RefusesAMissingOrReservedTable) {
+  ExpectRefused(Announce(""), 5, "announce.table", "required key is missing");
+  ExpectRefused(Announce("drain_s = 1\n"), 5, "announce.table", "required key is missing");
+  ExpectRefused(Announce("table = 0\n"), 6, "announce.table", "0 names no table");
+  ExpectRefused(Announce("table = 253\n"), 6, "announce.table", "253 is the kernel's default table");
+  ExpectRefused(Announce("table = 254\n"), 6, "announce.table", "254 is the kernel's main table");
+  ExpectRefused(Announce("table = 255\n"), 6, "announce.table", "255 is the kernel's local table");
+  ExpectRefused(Announce("table = -1\n"), 6, "announce.table",
+                "-1 is out of range: must be from 0 to 4294967295");
+  // 2^32 would wrap to table 0 in a uint32_t if the range were not checked.
+  ExpectRefused(Announce("table = 4294967296\n"), 6, "announce.table", "out of range");
+  ExpectRefused(Announce("table = \"4242\"\n"), 6, "announce.table", "must be an integer");
+  ExpectRefused(Announce("table = 42.5\n"), 6, "announce.table", "must be an integer");
+}
+
+TEST(ConfigAnnounceTest, RefusesReservedRouteProtocols) {
+  auto refused = [](int protocol, const std::string& needle) {
+    ExpectRefused(Announce("table = 4242\nroute_protocol = " + std::to_string(protocol) + "\n"), 7,
+                  "announce.route_protocol", needle);
+  };
+  for (int p = 0; p <= 4; ++p) refused(p, "0 to 4 belong to the kernel");
+  refused(12, "12 is BIRD's");
+  refused(11, "FRR's zebra");
+  refused(42, "babel");
+  refused(186, "186 to 198 are FRR's");
+  refused(198, "186 to 198 are FRR's");
+  refused(256, "out of range: must be from 0 to 255");
+  refused(-1, "out of range");
+  ExpectRefused(Announce("table = 4242\nroute_protocol = \"bird\"\n"), 7, "announce.route_protocol",
+                "must be an integer");
+}
+
+TEST(ConfigAnnounceTest, RefusesOutOfRangeTimes) {
+  const std::string a = Announce("table = 4242\n");
+  ExpectRefused(a + "interval_ms = 9\n", 7, "announce.interval_ms", "out of range: must be from 10 to 10000");
+  ExpectRefused(a + "interval_ms = 10001\n", 7, "announce.interval_ms", "out of range");
+  ExpectRefused(a + "stall_ms = 9\n", 7, "announce.stall_ms", "out of range: must be from 10 to 60000");
+  ExpectRefused(a + "stall_ms = 60001\n", 7, "announce.stall_ms", "out of range");
+  ExpectRefused(a + "drain_s = -1\n", 7, "announce.drain_s", "out of range: must be from 0 to 3600");
+  ExpectRefused(a + "drain_s = 3601\n", 7, "announce.drain_s", "out of range");
+  ExpectRefused(a + "drain_s = 9223372036854775807\n", 7, "announce.drain_s", "out of range");
+  ExpectRefused(a + "drain_s = true\n", 7, "announce.drain_s", "must be an integer");
+}
+
+TEST(ConfigAnnounceTest, AStallMustSpanTwoChecks) {
+  const std::string a = Announce("table = 4242\n");
+  ExpectRefused(a + "stall_ms = 199\n", 7, "announce.stall_ms",
+                "stall_ms = 199 is under 2 x interval_ms = 200");
+  EXPECT_TRUE(ParseConfig(a + "stall_ms = 200\n", "test.toml").ok());
+  // Only interval_ms set: the message points at it.
+  ExpectRefused(a + "interval_ms = 501\n", 7, "announce.interval_ms",
+                "stall_ms = 1000 is under 2 x interval_ms = 1002");
+  ExpectRefused(a + "interval_ms = 100\nstall_ms = 150\n", 8, "announce.stall_ms", "under 2 x interval_ms");
+}
+
+TEST(ConfigAnnounceTest, RefusesUnknownKeysAndWrongShapes) {
+  ExpectRefused(Announce("tabel = 4242\n"), 6, "announce.tabel", "unknown key (did you mean \"table\"?)");
+  ExpectRefused(Announce("table = 4242\nstal_ms = 100\n"), 7, "announce.stal_ms",
+                "unknown key (did you mean \"stall_ms\"?)");
+  ExpectRefused("announce = 4242\n" + std::string(kWithKernel), 1, "announce",
+                "must be a table ([announce])");
+  ExpectRefused(std::string(kWithKernel) + "[anounce]\ntable = 4242\n", 5, "anounce",
+                "unknown key (did you mean \"announce\"?)");
+}
+
+TEST(ConfigAnnounceTest, NeedsTheKernelInterface) {
+  ExpectRefused("[announce]\ntable = 4242\n", 1, "announce", "needs [kernel] interface");
+  // [kernel] without an interface is no kernel interface.
+  ExpectRefused("[kernel]\nrate = 5\n[announce]\ntable = 4242\n", 3, "announce",
+                "needs [kernel] interface: the VIP routes go on the kernel interface");
 }
 
 }  // namespace
