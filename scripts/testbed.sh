@@ -58,6 +58,7 @@ FLEET_AS=65010   # every instance: equal AS paths, so the router merges them
 ROUTER_AS=65000
 VIP_TABLE=4242   # the kernel table in which maglb puts the routes to announce
 FLEET_BFD="${MLB_FLEET_BFD:-1}"
+HASH_POLICY="${MLB_FLEET_HASH_POLICY:-3}"  # the router's ECMP hash (fleet_up says why 3)
 BIRD=/usr/sbin/bird
 BIRDC=/usr/sbin/birdc
 NS_BACKENDS=()
@@ -357,6 +358,7 @@ fleet_up() {
   local n=${1:-3}
   case "$n" in 2|3) ;; *) log "error: fleet-up takes 2 or 3 instances, not '$n'"; exit 2 ;; esac
   case "$FLEET_BFD" in 0|1) ;; *) log "error: MLB_FLEET_BFD must be 0 or 1, not '$FLEET_BFD'"; exit 2 ;; esac
+  case "$HASH_POLICY" in 1|3) ;; *) log "error: MLB_FLEET_HASH_POLICY must be 1 or 3, not '$HASH_POLICY'"; exit 2 ;; esac
   check_decap
   [ -x "$BIRD" ] || { log "error: $BIRD not found (apt-get install bird2)"; exit 1; }
   down
@@ -367,8 +369,17 @@ fleet_up() {
   make_namespaces "$NS_CLIENT" "$NS_ROUTER" "${lbs[@]}" "${NS_BACKENDS[@]}"
   router_and_client
   # ECMP over the instances, hashed on L4 ports: the flows of one client
-  # spread over all of them.
-  nsx "$NS_ROUTER" sysctl -qw net.ipv4.fib_multipath_hash_policy=1 net.ipv6.fib_multipath_hash_policy=1
+  # spread over all of them. Policy 1 (L4) takes a forwarded packet's
+  # skb->hash when it has one, and a packet from a local TCP socket carries
+  # its socket's random txhash across the veth: the instance of a connection
+  # is then random, `ip route get ... sport P` cannot predict it, and it may
+  # change when TCP re-rolls the hash on a timeout. Policy 3 with the 5-tuple
+  # fields (0x37: addresses, protocol, ports) always hashes the headers.
+  case "$HASH_POLICY" in
+    1) nsx "$NS_ROUTER" sysctl -qw net.ipv4.fib_multipath_hash_policy=1 net.ipv6.fib_multipath_hash_policy=1 ;;
+    3) nsx "$NS_ROUTER" sysctl -qw net.ipv4.fib_multipath_hash_policy=3 net.ipv4.fib_multipath_hash_fields=0x0037 \
+         net.ipv6.fib_multipath_hash_policy=3 net.ipv6.fib_multipath_hash_fields=0x0037 ;;
+  esac
   local f
   for f in "${FLEET[@]:0:$n}"; do fleet_lb "$f"; done
   backends
