@@ -19,7 +19,19 @@
 #                     maglb-decap into TUN decap0)
 # Backends answer clients directly (DSR) through the router.
 #
+# fleet-up [2|3] (default 3) builds the same client, router and backends, but
+# instead of mlb-lb N maglb instances mlb-lb-a..c (port lb0 onto br0, MAC
+# 02:4d:4c:00:00:2N, addresses 10.0.0.2N / fd00::2N for maglb and its kernel
+# interface maglb0), and no static VIP route: the router runs BIRD
+# (config/bird/router.conf, AS 65000, ECMP into the kernel) with one eBGP
+# session to each instance's BIRD (config/bird/maglb-instance.conf, AS 65010),
+# which announces the routes maglb puts into kernel table 4242 of its
+# namespace. Configs, logs, pid files and control sockets: $STATE/bird-*.
+#
 # usage: scripts/testbed.sh up|down|status|kernel-routes [IFACE]|service BACKEND server|decap stop|start
+#        scripts/testbed.sh fleet-up [2|3]|fleet-routes|bird router|lb-a|lb-b|lb-c start|stop|birdc CMD...
+#   fleet-routes: the router's routes to the VIPs (one next hop per announcing instance)
+#   bird: starts or stops one BIRD of the fleet, or runs birdc on its socket
 #   kernel-routes: once maglb has made its kernel interface IFACE (default
 #   maglb0) in mlb-lb, default routes via the router (10.0.0.1, fd00::1) on it
 #   service: stops (by its pid file) or starts again one backend's HTTP/UDP
@@ -30,6 +42,10 @@
 #              MLB_STATE (state directory; default /run/mlb-testbed),
 #              MLB_TESTBED_LOCK_FD (a descriptor on which the caller already
 #              holds the lock, as the e2e harness does).
+#              MLB_FLEET_BFD (fleet: 1 = BFD 100 ms x 3 on the BGP sessions,
+#              the default; 0 = BGP hold time 3 s only),
+#              MLB_FLEET_HASH_POLICY (fleet: the router's ECMP hash, 3 = the
+#              5-tuple, the default, or 1 = L4; fleet_up says why).
 # up and down take /run/mlb-testbed.lock, the lock the e2e harness holds for
 # a whole run, so that a manual up/down waits instead of tearing a run down.
 # errtrace: the ERR trap of up / fleet-up also fires in the functions they call.
