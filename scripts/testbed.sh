@@ -19,7 +19,19 @@
 #                     maglb-decap into TUN decap0)
 # Backends answer clients directly (DSR) through the router.
 #
+# fleet-up [2|3] (default 3) builds the same client, router and backends, but
+# instead of mlb-lb N maglb instances mlb-lb-a..c (port lb0 onto br0, MAC
+# 02:4d:4c:00:00:2N, addresses 10.0.0.2N / fd00::2N for maglb and its kernel
+# interface maglb0), and no static VIP route: the router runs BIRD
+# (config/bird/router.conf, AS 65000, ECMP into the kernel) with one eBGP
+# session to each instance's BIRD (config/bird/maglb-instance.conf, AS 65010),
+# which announces the routes maglb puts into kernel table 4242 of its
+# namespace. Configs, logs, pid files and control sockets: $STATE/bird-*.
+#
 # usage: scripts/testbed.sh up|down|status|kernel-routes [IFACE]|service BACKEND server|decap stop|start
+#        scripts/testbed.sh fleet-up [2|3]|fleet-routes|bird router|lb-a|lb-b|lb-c start|stop|birdc CMD...
+#   fleet-routes: the router's routes to the VIPs (one next hop per announcing instance)
+#   bird: starts or stops one BIRD of the fleet, or runs birdc on its socket
 #   kernel-routes: once maglb has made its kernel interface IFACE (default
 #   maglb0) in mlb-lb, default routes via the router (10.0.0.1, fd00::1) on it
 #   service: stops (by its pid file) or starts again one backend's HTTP/UDP
@@ -30,9 +42,14 @@
 #              MLB_STATE (state directory; default /run/mlb-testbed),
 #              MLB_TESTBED_LOCK_FD (a descriptor on which the caller already
 #              holds the lock, as the e2e harness does).
+#              MLB_FLEET_BFD (fleet: 1 = BFD 100 ms x 3 on the BGP sessions,
+#              the default; 0 = BGP hold time 3 s only),
+#              MLB_FLEET_HASH_POLICY (fleet: the router's ECMP hash, 3 = the
+#              5-tuple, the default, or 1 = L4; fleet_up says why).
 # up and down take /run/mlb-testbed.lock, the lock the e2e harness holds for
 # a whole run, so that a manual up/down waits instead of tearing a run down.
-set -euo pipefail
+# errtrace: the ERR trap of up / fleet-up also fires in the functions they call.
+set -Eeuo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-build}"
@@ -50,8 +67,22 @@ NS_CLIENT=mlb-client
 NS_ROUTER=mlb-router
 NS_LB=mlb-lb
 BACKENDS=(be1 be2 be3 be4)
-NAMESPACES=("$NS_CLIENT" "$NS_ROUTER" "$NS_LB")
-for b in "${BACKENDS[@]}"; do NAMESPACES+=("mlb-$b"); done
+# The fleet (fleet-up): maglb instances a, b, c, each in its own namespace
+# with its own port onto br0, behind the router's BGP multipath.
+FLEET=(a b c)
+FLEET_AS=65010   # every instance: equal AS paths, so the router merges them
+ROUTER_AS=65000
+VIP_TABLE=4242   # the kernel table in which maglb puts the routes to announce
+FLEET_BFD="${MLB_FLEET_BFD:-1}"
+HASH_POLICY="${MLB_FLEET_HASH_POLICY:-3}"  # the router's ECMP hash (fleet_up says why 3)
+BIRD=/usr/sbin/bird
+BIRDC=/usr/sbin/birdc
+NS_BACKENDS=()
+for b in "${BACKENDS[@]}"; do NS_BACKENDS+=("mlb-$b"); done
+NS_FLEET=()
+for f in "${FLEET[@]}"; do NS_FLEET+=("mlb-lb-$f"); done
+# All the namespaces either topology may have made (down removes them all).
+NAMESPACES=("$NS_CLIENT" "$NS_ROUTER" "$NS_LB" "${NS_FLEET[@]}" "${NS_BACKENDS[@]}")
 
 VIPS_V4=(10.100.0.1 10.100.0.2 10.100.0.3 10.100.0.4)  # .4: for VIPs added live
 VIPS_V6=(fd00:100::1 fd00:100::2 fd00:100::3)
@@ -109,20 +140,21 @@ start_bg() {  # NAME NS CMD...: runs CMD in NS in the background, pid in $STATE/
   echo $! >"$STATE/$name.pid"
 }
 
-up() {
-  local decap="$BUILD_DIR/tests/e2e/maglb-decap"
-  if [ ! -x "$decap" ]; then
-    log "error: $decap not found; build first (ninja -C $BUILD_DIR) or set BUILD_DIR"
+check_decap() {
+  if [ ! -x "$BUILD_DIR/tests/e2e/maglb-decap" ]; then
+    log "error: $BUILD_DIR/tests/e2e/maglb-decap not found; build first (ninja -C $BUILD_DIR) or set BUILD_DIR"
     exit 1
   fi
-  down
-  mkdir -p "$STATE"
-  trap 'log "error: setup failed at line $LINENO; tearing down"; down' ERR
-  for ns in "${NAMESPACES[@]}"; do
+}
+
+make_namespaces() {
+  for ns in "$@"; do
     ip netns add "$ns"
     nsx "$ns" ip link set lo up
   done
+}
 
+router_and_client() {
   # Router: client side, and a bridge for the LB / backend segment.
   veth "$NS_CLIENT" eth0 "$NS_ROUTER" c0
   nsx "$NS_ROUTER" ip link add br0 type bridge
@@ -137,15 +169,14 @@ up() {
   nsx "$NS_ROUTER" ip link set br0 mtu "$MTU" up  # set: lbp (LB_LINK_MTU) must not raise it
   nsx "$NS_ROUTER" sysctl -qw net.ipv4.conf.br0.send_redirects=0 net.ipv4.conf.br0.rp_filter=0 \
     net.ipv4.conf.c0.rp_filter=0
-  nsx "$NS_ROUTER" ip route add 10.100.0.0/24 via 10.0.0.10
-  nsx "$NS_ROUTER" ip -6 route add fd00:100::/64 via fd00::10
-
   nsx "$NS_CLIENT" ip addr add 10.0.1.2/24 dev eth0
   nsx "$NS_CLIENT" ip addr add fd01::2/64 dev eth0 nodad
   nsx "$NS_CLIENT" ip link set eth0 up
   nsx "$NS_CLIENT" ip route add default via 10.0.1.1
   nsx "$NS_CLIENT" ip -6 route add default via fd01::1
+}
 
+single_lb() {
   # The LB: one port, no kernel address (maglb answers ARP/ND for it). The
   # kernel of mlb-lb must not act on what arrives on the DPDK ports (a real
   # NIC bound to DPDK is invisible to it), since with a kernel interface it
@@ -173,7 +204,10 @@ up() {
   nsx "$NS_LB" ip link set lb1 address "$LB_MAC"
   nsx "$NS_LB" ip link set lb1 promisc on up
   nsx "$NS_ROUTER" ip link set lb1p master br1 up
+}
 
+backends() {
+  local decap="$BUILD_DIR/tests/e2e/maglb-decap"
   local i=0
   for b in "${BACKENDS[@]}"; do
     i=$((i + 1))
@@ -203,7 +237,9 @@ up() {
       --http-port "$HTTP_PORT" --udp-port "$UDP_PORT" \
       --udp-bind "$(IFS=,; echo "${VIPS_V4[*]},${VIPS_V6[*]}")"
   done
+}
 
+wait_backends() {
   # Wait until every server answers locally (bounded).
   for b in "${BACKENDS[@]}"; do
     local ok=0
@@ -216,8 +252,164 @@ up() {
       log "error: maglb-decap on $b exited: $(cat "$STATE/$b-decap.log")"; false
     fi
   done
+}
+
+up() {
+  check_decap
+  down
+  mkdir -p "$STATE"
+  echo "$NS_CLIENT $NS_ROUTER $NS_LB ${NS_BACKENDS[*]}" >"$STATE/namespaces"
+  trap 'log "error: setup failed at line $LINENO; tearing down"; down' ERR
+  make_namespaces "$NS_CLIENT" "$NS_ROUTER" "$NS_LB" "${NS_BACKENDS[@]}"
+  router_and_client
+  nsx "$NS_ROUTER" ip route add 10.100.0.0/24 via 10.0.0.10
+  nsx "$NS_ROUTER" ip -6 route add fd00:100::/64 via fd00::10
+  single_lb
+  backends
+  wait_backends
   trap - ERR
   log "up: client 10.0.1.2, router 10.0.0.1, LB port lb0 in $NS_LB (mac $LB_MAC), backends ${BACKENDS[*]}"
+}
+
+# --- The fleet ---------------------------------------------------------
+# Instance X (a, b, c = 1, 2, 3): namespace mlb-lb-X, port lb0 (MAC
+# 02:4d:4c:00:00:2N) on br0 through lbXp, addresses 10.0.0.2N / fd00::2N
+# (maglb answers as them; its kernel interface maglb0 carries them for the
+# namespace's BGP daemon). The router has no static VIP route: it learns
+# them by BGP from each instance's BIRD, which announces what maglb puts into
+# kernel table $VIP_TABLE (config/bird/maglb-instance.conf).
+fleet_index() { case $1 in a) echo 1 ;; b) echo 2 ;; c) echo 3 ;; *) return 1 ;; esac; }
+fleet_ipv4() { echo "10.0.0.2$(fleet_index "$1")"; }
+fleet_ipv6() { echo "fd00::2$(fleet_index "$1")"; }
+fleet_mac() { echo "02:4d:4c:00:00:2$(fleet_index "$1")"; }
+
+# BFD timing (both ends): 100 ms x 3, a dead instance is noticed in ~300 ms.
+BFD_INTERVAL_MS=100
+BFD_MULTIPLIER=3
+
+bird_fill() {  # TEMPLATE OUT SED-ARGS...: the template with its placeholders filled
+  local template=$1 out=$2; shift 2
+  local bfd=on
+  [ "$FLEET_BFD" = 1 ] || bfd=off
+  sed -e "s/@BFD@/$bfd/g" -e "s/@BFD_INTERVAL_MS@/$BFD_INTERVAL_MS/g" \
+    -e "s/@BFD_MULTIPLIER@/$BFD_MULTIPLIER/g" -e "s/@VIP_TABLE@/$VIP_TABLE/g" "$@" "$template" >"$out"
+  if grep -q '@[A-Z0-9_]*@' "$out"; then
+    log "error: unfilled placeholder in $out: $(grep -o '@[A-Z0-9_]*@' "$out" | sort -u | tr '\n' ' ')"
+    return 1
+  fi
+}
+
+bird_configs() {  # N: the router's and the first N instances' BIRD configs in $STATE
+  local n=$1 f
+  bird_fill "$ROOT/config/bird/router.conf" "$STATE/bird-router.conf" \
+    -e "s/@ROUTER_ID@/10.0.0.1/g" -e "s/@LOCAL_AS@/$ROUTER_AS/g" -e "s/@IFACE@/br0/g" \
+    -e "s|@VIPS4@|10.100.0.0/24|g" -e "s|@VIPS6@|fd00:100::/64|g"
+  for f in "${FLEET[@]:0:$n}"; do
+    echo "protocol bgp lb_$f from maglb { neighbor $(fleet_ipv4 "$f") as $FLEET_AS; }" >>"$STATE/bird-router.conf"
+    bird_fill "$ROOT/config/bird/maglb-instance.conf" "$STATE/bird-lb-$f.conf" \
+      -e "s/@INSTANCE_IPV4@/$(fleet_ipv4 "$f")/g" -e "s/@INSTANCE_IPV6@/$(fleet_ipv6 "$f")/g" \
+      -e "s/@LOCAL_AS@/$FLEET_AS/g" -e "s/@ROUTER_IPV4@/10.0.0.1/g" -e "s/@ROUTER_AS@/$ROUTER_AS/g" \
+      -e "s/@KERNEL_IFACE@/maglb0/g"
+  done
+}
+
+bird_ns() {  # router | lb-X: the namespace of that BIRD
+  case $1 in
+    router) echo "$NS_ROUTER" ;;
+    lb-a|lb-b|lb-c) echo "mlb-$1" ;;
+    *) log "error: no BIRD '$1' (router, lb-a, lb-b, lb-c)"; return 2 ;;
+  esac
+}
+
+bird_start() {  # router | lb-X
+  local name=$1 ns
+  ns=$(bird_ns "$name")
+  [ -f "$STATE/bird-$name.conf" ] || { log "error: no $STATE/bird-$name.conf (fleet-up first)"; return 1; }
+  $BIRD -p -c "$STATE/bird-$name.conf"  # parse only: a config error says so here
+  # -f: in the foreground, so that start_bg's pid is BIRD's and `down` ends it.
+  start_bg "bird-$name" "$ns" "$BIRD" -f -c "$STATE/bird-$name.conf" -s "$STATE/bird-$name.ctl"
+  for _ in $(seq 1 50); do
+    $BIRDC -s "$STATE/bird-$name.ctl" show status >/dev/null 2>&1 && return 0
+    kill -0 "$(cat "$STATE/bird-$name.pid")" 2>/dev/null || break
+    sleep 0.1
+  done
+  log "error: BIRD $name did not start (see $STATE/bird-$name.log)"
+  return 1
+}
+
+bird_stop() {
+  local name=$1 pidfile="$STATE/bird-$1.pid"
+  bird_ns "$name" >/dev/null
+  if [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null; then
+    for _ in $(seq 1 50); do kill -0 "$(cat "$pidfile")" 2>/dev/null || break; sleep 0.05; done
+  fi
+  rm -f "$pidfile"
+}
+
+bird_cmd() {  # bird NAME start|stop|birdc CMD...
+  local name=${1:-} action=${2:-}
+  shift 2 || true
+  case "$action" in
+    start) bird_start "$name" ;;
+    stop) bird_stop "$name" ;;
+    birdc) bird_ns "$name" >/dev/null; $BIRDC -s "$STATE/bird-$name.ctl" "$@" ;;
+    *) echo "usage: $0 bird router|lb-a|lb-b|lb-c start|stop|birdc CMD..." >&2; exit 2 ;;
+  esac
+}
+
+fleet_lb() {  # X: instance X's namespace and port
+  local f=$1 ns="mlb-lb-$1" port="lb$1p"
+  # As the single LB's lb0 (single_lb): invisible to the namespace's kernel.
+  veth "$ns" lb0 "$NS_ROUTER" "$port" "$LB_LINK_MTU"
+  nsx "$ns" sysctl -qw net.ipv6.conf.lb0.disable_ipv6=1 net.ipv4.conf.lb0.rp_filter=1
+  nsx "$ns" ip link set lb0 arp off
+  nsx "$ns" ip link set lb0 address "$(fleet_mac "$f")"
+  nsx "$ns" ip link set lb0 promisc on up
+  nsx "$NS_ROUTER" ip link set "$port" master br0 up
+  # No route in the namespace: its only traffic is BGP and BFD to the router,
+  # a neighbour on maglb0's own subnet.
+}
+
+fleet_up() {
+  local n=${1:-3}
+  case "$n" in 2|3) ;; *) log "error: fleet-up takes 2 or 3 instances, not '$n'"; exit 2 ;; esac
+  case "$FLEET_BFD" in 0|1) ;; *) log "error: MLB_FLEET_BFD must be 0 or 1, not '$FLEET_BFD'"; exit 2 ;; esac
+  case "$HASH_POLICY" in 1|3) ;; *) log "error: MLB_FLEET_HASH_POLICY must be 1 or 3, not '$HASH_POLICY'"; exit 2 ;; esac
+  check_decap
+  [ -x "$BIRD" ] || { log "error: $BIRD not found (apt-get install bird2)"; exit 1; }
+  down
+  mkdir -p "$STATE"
+  local lbs=("${NS_FLEET[@]:0:$n}")
+  echo "$NS_CLIENT $NS_ROUTER ${lbs[*]} ${NS_BACKENDS[*]}" >"$STATE/namespaces"
+  trap 'log "error: setup failed at line $LINENO; tearing down"; down' ERR
+  make_namespaces "$NS_CLIENT" "$NS_ROUTER" "${lbs[@]}" "${NS_BACKENDS[@]}"
+  router_and_client
+  # ECMP over the instances, hashed on L4 ports: the flows of one client
+  # spread over all of them. Policy 1 (L4) takes a forwarded packet's
+  # skb->hash when it has one, and a packet from a local TCP socket carries
+  # its socket's random txhash across the veth: the instance of a connection
+  # is then random, `ip route get ... sport P` cannot predict it, and it may
+  # change when TCP re-rolls the hash on a timeout. Policy 3 with the 5-tuple
+  # fields (0x37: addresses, protocol, ports) always hashes the headers.
+  case "$HASH_POLICY" in
+    1) nsx "$NS_ROUTER" sysctl -qw net.ipv4.fib_multipath_hash_policy=1 net.ipv6.fib_multipath_hash_policy=1 ;;
+    3) nsx "$NS_ROUTER" sysctl -qw net.ipv4.fib_multipath_hash_policy=3 net.ipv4.fib_multipath_hash_fields=0x0037 \
+         net.ipv6.fib_multipath_hash_policy=3 net.ipv6.fib_multipath_hash_fields=0x0037 ;;
+  esac
+  local f
+  for f in "${FLEET[@]:0:$n}"; do fleet_lb "$f"; done
+  backends
+  wait_backends
+  bird_configs "$n"
+  bird_start router
+  for f in "${FLEET[@]:0:$n}"; do bird_start "lb-$f"; done
+  trap - ERR
+  log "fleet up: $n instances (${lbs[*]}: $(for f in "${FLEET[@]:0:$n}"; do printf '%s ' "$(fleet_ipv4 "$f")"; done)), BFD $FLEET_BFD; VIP routes by BGP from kernel table $VIP_TABLE of each"
+}
+
+fleet_routes() {
+  nsx "$NS_ROUTER" ip route show root 10.100.0.0/24
+  nsx "$NS_ROUTER" ip -6 route show root fd00:100::/64
 }
 
 # service BACKEND server|decap stop|start: stops (by its pid file) or starts
@@ -260,8 +452,10 @@ kernel_routes() {
 }
 
 status() {
-  local rc=0
-  for ns in "${NAMESPACES[@]}"; do
+  local rc=0 expected=("${NAMESPACES[@]}")
+  # The namespaces of the topology that is up (up or fleet-up).
+  [ -f "$STATE/namespaces" ] && read -r -a expected <"$STATE/namespaces"
+  for ns in "${expected[@]}"; do
     if ip netns list | grep -qw "^$ns"; then
       echo "$ns: present, $(ip netns pids "$ns" | wc -w) processes"
     else
@@ -297,9 +491,13 @@ lock_testbed() {
 
 case "${1:-}" in
   up) lock_testbed; up ;;
+  fleet-up) lock_testbed; fleet_up "${2:-3}" ;;
+  fleet-routes) fleet_routes ;;
+  bird) shift; bird_cmd "$@" ;;
   down) lock_testbed; down; log "down" ;;
   status) status ;;
   kernel-routes) kernel_routes "${2:-}" ;;
   service) lock_testbed; shift; service "$@" ;;
-  *) echo "usage: $0 up|down|status|kernel-routes [IFACE]|service BACKEND server|decap stop|start" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|status|kernel-routes [IFACE]|service BACKEND server|decap stop|start" >&2
+     echo "       $0 fleet-up [2|3]|fleet-routes|bird router|lb-a|lb-b|lb-c start|stop|birdc CMD..." >&2; exit 2 ;;
 esac
