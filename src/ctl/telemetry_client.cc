@@ -366,6 +366,16 @@ absl::StatusOr<Snapshot> ReadSnapshot(const std::string& socket_path) {
     }
     snap.vips.emplace_back(name, *std::move(v));
   }
+  // Last, and never fatal: the tables and counters above stand without it.
+  absl::StatusOr<Json> announce = client.Query("/maglb/announce", &snap.announce_raw);
+  if (!announce.ok()) {
+    snap.announce_error = std::string(announce.status().message());
+  } else if (!announce->is_null() && !announce->is_object()) {
+    snap.announce_error = "unreadable reply to /maglb/announce: not an object";
+  } else {
+    snap.announce = *std::move(announce);
+  }
+  if (snap.announce.is_null()) snap.announce_raw.clear();
   return snap;
 }
 

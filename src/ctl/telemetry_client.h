@@ -110,6 +110,11 @@ struct Snapshot {
   std::string stats_raw;  ///< /maglb/stats' value as it came
   std::vector<VipDetail> vips;
   std::string vip_gap;  ///< VipList::gap
+  /// /maglb/announce's value: null from a maglb older than route
+  /// announcement, or when announce_error says why it is unusable.
+  Json announce;
+  std::string announce_raw;    ///< its text as it came ("" when null)
+  std::string announce_error;  ///< "" unless the reply was unreadable
   /// Incomplete replies (a cut VIP list, a VIP lacking values), in words:
   /// the snapshot is usable but not whole.
   std::vector<std::string> warnings;
