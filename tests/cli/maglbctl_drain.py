@@ -205,6 +205,14 @@ with fake_telemetry.serve(fixed(announce("draining", 0, until)), greeting(c.pid)
           in p.stdout and "not signalled again" in p.stdout and " stopped (waited " in p.stdout
           and not os.path.exists(marker) and c.poll() == 0, "already draining, --wait", p)
 
+# A drain end no clock shows (hostile): "?", and --wait falls back to its
+# own bound rather than waiting for ever; it still returns on the exit.
+c, marker = maglb_child("exit-soon")
+with fake_telemetry.serve(fixed(announce("draining", 0, 2 ** 63)), greeting(c.pid)) as path:
+    p = drain(path, "--wait")
+    check(p.returncode == EXIT_OK and "(forwarding until ?, then it exits)" in p.stdout and " stopped (waited "
+          in p.stdout and c.poll() == 0, "already draining, a hostile end, --wait", p)
+
 # --wait bounded: a maglb that does not exit; exit 3, not signalled again.
 c, marker = maglb_child("stay")
 with fake_telemetry.serve(fixed(announce("draining", 0, until)), greeting(c.pid)) as path:
