@@ -2,6 +2,7 @@
 
 #include "analyze.h"
 #include "diff.h"
+#include "drain.h"
 #include "fleet.h"
 #include "stats.h"
 #include "table.h"
@@ -15,6 +16,7 @@ std::span<const Command> Commands() {
       {"analyze", CmdAnalyze, kAnalyzeUsage},
       {"stats", CmdStats, kStatsUsage},
       {"fleet", CmdFleet, kFleetUsage},
+      {"drain", CmdDrain, kDrainUsage},
   };
   return kCommands;
 }

@@ -29,8 +29,10 @@ const char kFleetUsage[] =
     "      Per VIP: each source's generation, fingerprint and backends\n"
     "      (weights; effective weights and health where live); flags a VIP\n"
     "      missing somewhere, differing tables (and which backends differ) and\n"
-    "      differing hash_seed. Exit 0: all agree; 1: they disagree; 3: a\n"
-    "      source could not be read\n";
+    "      differing hash_seed. Live: each instance's route announcement\n"
+    "      state and whether it announces each VIP; a VIP that no instance\n"
+    "      announces is a warning (not a disagreement). Exit 0: all agree;\n"
+    "      1: they disagree; 3: a source could not be read\n";
 
 namespace {
 
@@ -50,6 +52,11 @@ struct VipView {
   std::string algorithm;
   std::optional<uint64_t> table_size;
   std::map<std::string, BackendView> backends;  ///< by name
+  std::string address;  ///< live: as the reply has it
+  /// Live: whether the instance announces the VIP's address, "yes" or "no";
+  /// "?" for a value that is no 0/1; "-" where not reported (a config, an
+  /// older maglb).
+  std::string announced = "-";
 };
 
 struct Source {
@@ -58,7 +65,18 @@ struct Source {
   std::string generation;  ///< the instance's, or "config"
   std::optional<uint64_t> hash_seed;  ///< configs only: telemetry does not report it
   std::map<std::string, VipView> vips;
+  /// Live: /maglb/announce's state ("off", "announcing", ...; "not
+  /// reported" by an older maglb; "?" unreadable); "-" for a config.
+  std::string announce_state = "-";
+  /// Live: why each VIP address is or is not announced, by address.
+  std::map<std::string, std::string> announce_reasons;
 };
+
+// Whether the source announces routes at all: a VIP it does not announce
+// then means something.
+bool Announces(const Source& s) {
+  return s.live && s.announce_state != "-" && s.announce_state != "off" && s.announce_state != "not reported";
+}
 
 struct SourceArg {
   enum class Kind { kPrefix, kSocket, kConfig } kind;
@@ -122,6 +140,26 @@ absl::StatusOr<Source> ReadLive(const SourceArg& arg) {
   s.label = Label(arg);
   s.live = true;
   s.generation = absl::StrCat(telemetry::U64(snap->stats, kGeneration));
+  // Route announcement is shown, never a reason to refuse the source: the
+  // tables are read whole without it.
+  if (!snap->announce_error.empty()) {
+    s.announce_state = "?";
+  } else if (snap->announce.is_null()) {
+    s.announce_state = "not reported";
+  } else {
+    const Json& a = snap->announce;
+    s.announce_state = Text(telemetry::Get(a, "state")).has_value()
+                           ? telemetry::Shown(*Text(telemetry::Get(a, "state")))
+                           : "?";
+    const Json* prefixes = telemetry::Get(a, "prefixes");
+    for (size_t i = 0; i < telemetry::ArraySize(prefixes); ++i) {
+      const std::optional<std::string> prefix = Text(&(*prefixes)[i]);
+      const std::optional<std::string> reason = Text(Entry(a, "reasons", i));
+      if (!prefix || !reason) continue;
+      const std::string address = prefix->substr(0, prefix->find('/'));
+      s.announce_reasons.emplace(address, telemetry::Shown(*reason));
+    }
+  }
   for (const auto& [name, reply] : snap->vips) {
     VipView v;
     v.generation = absl::StrCat(telemetry::U64(reply, "generation"));
@@ -132,6 +170,11 @@ absl::StatusOr<Source> ReadLive(const SourceArg& arg) {
     }
     v.algorithm = telemetry::Str(reply, "algorithm");
     if (telemetry::Get(reply, "table_size") != nullptr) v.table_size = telemetry::U64(reply, "table_size");
+    v.address = telemetry::Str(reply, "address");
+    if (const Json* on = telemetry::Get(reply, VipKey(GetMetric(kVipAnnounced))); on != nullptr) {
+      const std::optional<uint64_t> c = Count(on);
+      v.announced = !c || *c > 1 ? "?" : *c == 1 ? "yes" : "no";
+    }
     const bool sends_health = telemetry::SendsHealth(reply);
     for (size_t i = 0; i < telemetry::BackendRows(reply); ++i) {
       std::optional<std::string> backend = Text(Entry(reply, kBackendNamesKey, i));
@@ -210,6 +253,7 @@ report::Cell OptInt(std::optional<uint64_t> v) {
 
 struct FleetVerdict {
   std::vector<std::string> problems;  ///< one line each, for the summary
+  std::vector<std::string> warnings;  ///< shown, not a disagreement
 };
 
 // One VIP across the sources: a table per source, a table per backend and
@@ -246,20 +290,42 @@ void CompareVip(const std::string& name, const std::vector<Source>& sources, rep
                report::FixedColumn("fingerprint", Align::kLeft, 16),
                report::FixedColumn("algorithm", Align::kLeft, 10),
                report::FixedColumn("table_size", Align::kRight, 10),
-               report::FixedColumn("backends", Align::kRight, 8)};
+               report::FixedColumn("backends", Align::kRight, 8),
+               report::FixedColumn("announced", Align::kLeft, 9)};
   for (const Source& s : sources) {
     auto it = s.vips.find(name);
     if (it == s.vips.end()) {
       t.rows.push_back({report::Str(s.label), report::Str(s.generation), report::Str("MISSING"),
-                        report::Str("-"), report::Num(std::nan("")), report::Num(std::nan(""))});
+                        report::Str("-"), report::Num(std::nan("")), report::Num(std::nan("")),
+                        report::Str("-")});
       continue;
     }
     const VipView& v = it->second;
     t.rows.push_back({report::Str(s.label), report::Str(v.generation), report::Str(telemetry::Shown(v.fingerprint)),
                       report::Str(telemetry::Shown(v.algorithm)), OptInt(v.table_size),
-                      report::Int(static_cast<double>(v.backends.size()))});
+                      report::Int(static_cast<double>(v.backends.size())), report::Str(v.announced)});
   }
   for (const std::string& p : problems) t.footer.push_back(p);
+  // No route to the VIP from any instance that announces routes: the router
+  // sends it nowhere. A warning: the instances may agree on their tables.
+  std::vector<const Source*> announcing;
+  for (const Source* s : have) {
+    if (Announces(*s)) announcing.push_back(s);
+  }
+  if (!announcing.empty() && std::none_of(have.begin(), have.end(), [&](const Source* s) {
+        return s->vips.at(name).announced == "yes";
+      })) {
+    std::vector<std::string> why;
+    for (const Source* s : announcing) {
+      auto reason = s->announce_reasons.find(s->vips.at(name).address);
+      why.push_back(absl::StrFormat("%s %s: %s", s->label, s->announce_state,
+                                    reason != s->announce_reasons.end() ? reason->second : "?"));
+    }
+    const std::string warning =
+        absl::StrFormat("WARNING: no instance announces it (%s)", absl::StrJoin(why, "; "));
+    t.footer.push_back(warning);
+    verdict.warnings.push_back(absl::StrFormat("vip \"%s\": %s", shown, warning));
+  }
 
   // Every backend any source has, per source: what it says of it.
   report::Table& b = out.tables.emplace_back();
@@ -357,13 +423,14 @@ int CmdFleet(int argc, char** argv) {
   summary.columns = {report::FixedColumn("source", Align::kLeft, 24),
                      report::FixedColumn("generation", Align::kRight, 10),
                      report::FixedColumn("hash_seed", Align::kRight, 20),
-                     report::FixedColumn("vips", Align::kRight, 5)};
+                     report::FixedColumn("vips", Align::kRight, 5),
+                     report::FixedColumn("announce", Align::kLeft, 12)};
   std::set<uint64_t> seeds;
   for (const Source& s : sources) {
     if (s.hash_seed) seeds.insert(*s.hash_seed);
     summary.rows.push_back({report::Str(s.label), report::Str(s.generation),
                             s.hash_seed ? report::Str(absl::StrCat(*s.hash_seed)) : report::Str("not reported"),
-                            report::Int(static_cast<double>(s.vips.size()))});
+                            report::Int(static_cast<double>(s.vips.size())), report::Str(s.announce_state)});
   }
   if (seeds.size() > 1) {
     std::vector<std::string> per;
@@ -393,13 +460,17 @@ int CmdFleet(int argc, char** argv) {
     summary.title = absl::StrFormat("fleet: %zu sources DISAGREE (%zu problem(s))", sources.size(),
                                     verdict.problems.size());
   } else {
-    summary.title = absl::StrFormat("fleet: %zu sources agree on %zu VIPs", sources.size(), vip_names.size());
+    summary.title = absl::StrFormat("fleet: %zu sources agree on %zu VIPs%s", sources.size(), vip_names.size(),
+                                    verdict.warnings.empty()
+                                        ? ""
+                                        : absl::StrFormat("; %zu warning(s)", verdict.warnings.size()));
   }
   if (!unreadable.empty() && !verdict.problems.empty()) {
     summary.notes.push_back(absl::StrFormat("and the readable sources DISAGREE (%zu problem(s))",
                                             verdict.problems.size()));
   }
   summary.footer = verdict.problems;
+  summary.footer.insert(summary.footer.end(), verdict.warnings.begin(), verdict.warnings.end());
   if (seeds.size() <= 1 && std::any_of(sources.begin(), sources.end(), [](const Source& s) { return s.live; })) {
     summary.footer.push_back("hash_seed: telemetry does not report it; compared among config sources only");
   }

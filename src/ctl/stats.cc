@@ -102,6 +102,42 @@ std::optional<std::string> HealthNote(const Json& v, size_t i) {
   return note;
 }
 
+// The announce line of the totals: "announce: announcing, table 4242, 2 of 3
+// routes (10.100.0.1/32 yes: web: 3 of 3 backends serving; ...); route
+// changes 5, errors 0". The reply's parallel arrays are read entry by entry:
+// one shorter than prefixes gives "?", one longer is not read.
+std::string AnnounceLine(const Json& a, const std::string& error) {
+  constexpr size_t kMaxListed = 32;  // the rest: --format json
+  if (!error.empty()) return absl::StrCat("announce: unreadable (", Shown(error), ")");
+  if (a.is_null()) return "announce: not reported (this maglb is older than route announcement)";
+  const std::optional<std::string> state = Text(Get(a, "state"));
+  if (state && *state == "off") return "announce: off (no [announce] in the config)";
+  std::string line = absl::StrCat("announce: ", state ? Shown(*state) : "?");
+  if (state && *state == "draining") {
+    absl::StrAppend(&line, " until ", UtcTime(Count(Get(a, "drain_until_unix_ms"))));
+  }
+  absl::StrAppend(&line, absl::StrFormat(", table %u, %u of %u routes", U64(a, "table"), U64(a, "routes"),
+                                         U64(a, "prefix_total")));
+  const Json* prefixes = Get(a, "prefixes");
+  const size_t listed = ArraySize(prefixes);
+  std::vector<std::string> entries;
+  for (size_t i = 0; i < listed && i < kMaxListed; ++i) {
+    const std::optional<uint64_t> on = Count(Entry(a, "announced", i));
+    const std::optional<std::string> reason = Text(Entry(a, "reasons", i));
+    entries.push_back(absl::StrFormat("%s %s: %s", Shown(Text(&(*prefixes)[i]).value_or("?")),
+                                      !on || *on > 1 ? "?" : *on == 1 ? "yes" : "no",
+                                      reason ? Shown(*reason) : "?"));
+  }
+  if (listed > kMaxListed) entries.push_back(absl::StrFormat("%u more: see --format json", listed - kMaxListed));
+  if (U64(a, "prefix_total") > listed) {
+    entries.push_back(absl::StrFormat("the reply lists %u of %u", listed, U64(a, "prefix_total")));
+  }
+  if (!entries.empty()) absl::StrAppend(&line, " (", absl::StrJoin(entries, "; "), ")");
+  absl::StrAppend(&line, absl::StrFormat("; route changes %u, errors %u", U64(a, "route_changes"),
+                                         U64(a, "route_errors")));
+  return line;
+}
+
 // Backend i as one JSON object, from the reply's parallel arrays. A value
 // the reply lacks (an older maglb, a short or hostile reply) is null, never
 // a made-up one.
@@ -144,7 +180,7 @@ Json BackendObject(const Json& v, size_t i) {
 // The --format json output: /maglb/stats' reply as it came, and each VIP's
 // (its pages merged) with "backends": one object per backend, for tools
 // that read keys rather than parallel arrays.
-void RenderJson(const std::string& stats_raw, const std::vector<VipDetail>& vips) {
+void RenderJson(const std::string& stats_raw, const std::string& announce_raw, const std::vector<VipDetail>& vips) {
   std::vector<std::string> details;
   for (const auto& [name, v] : vips) {
     Json with_backends = v;
@@ -152,15 +188,18 @@ void RenderJson(const std::string& stats_raw, const std::vector<VipDetail>& vips
     for (size_t i = 0; i < BackendRows(v); ++i) backends.push_back(BackendObject(v, i));
     details.push_back(absl::StrCat(Json(name).dump(), ": ", Dump(with_backends)));
   }
-  std::printf("{\"stats\": %s, \"vips\": {%s}}\n", stats_raw.c_str(),
-              absl::StrJoin(details, ", ").c_str());
+  // "announce": /maglb/announce's reply as it came; null from an older maglb.
+  std::printf("{\"stats\": %s, \"announce\": %s, \"vips\": {%s}}\n", stats_raw.c_str(),
+              announce_raw.empty() ? "null" : announce_raw.c_str(), absl::StrJoin(details, ", ").c_str());
 }
 
 // The table output, through maglbctl's report writer: the totals as one
 // table of lines, then a table per VIP. Metric names come from the list
 // (maglb/metrics.h).
-report::Report TableReport(const Json& stats, const std::vector<VipDetail>& vips,
-                           const std::string& vip_gap) {
+report::Report TableReport(const telemetry::Snapshot& snap) {
+  const Json& stats = snap.stats;
+  const std::vector<VipDetail>& vips = snap.vips;
+  const std::string& vip_gap = snap.vip_gap;
   using enum MetricId;
   report::Report out;
   out.blank_line_after_each = false;
@@ -208,14 +247,22 @@ report::Report TableReport(const Json& stats, const std::vector<VipDetail>& vips
   } else {
     totals.notes.push_back("health: not reported (this maglb is older than health checks)");
   }
+  totals.notes.push_back(AnnounceLine(snap.announce, snap.announce_error));
   for (const auto& [vip_name, v] : vips) {
     auto vn = [&](MetricId id) { return VipU64(v, id); };
     report::Table& t = out.tables.emplace_back();
     t.id = absl::StrCat("vip:", vip_name);
-    t.title = absl::StrFormat("vip \"%s\" %s %s/%u %s  fingerprint %s  packets %u bytes %u new flows %u",
+    // "announced yes|no" from a maglb that announces routes; "?" for a
+    // value that is no 0/1.
+    std::string announced;
+    if (const Json* x = Get(v, VipKey(GetMetric(kVipAnnounced))); x != nullptr) {
+      const std::optional<uint64_t> on = Count(x);
+      announced = absl::StrCat("  announced ", !on || *on > 1 ? "?" : *on == 1 ? "yes" : "no");
+    }
+    t.title = absl::StrFormat("vip \"%s\" %s %s/%u %s  fingerprint %s%s  packets %u bytes %u new flows %u",
                               Str(v, "name"), Str(v, "address"), Str(v, "protocol"), U64(v, "port"),
-                              Str(v, "forwarding"), Str(v, "fingerprint"), vn(kVipPackets), vn(kVipBytes),
-                              vn(kVipNewFlows));
+                              Str(v, "forwarding"), Str(v, "fingerprint"), announced, vn(kVipPackets),
+                              vn(kVipBytes), vn(kVipNewFlows));
     if (vn(kVipBoundedLoadPassed) != 0 || vn(kVipBoundedLoadOver) != 0) {
       t.notes.push_back(absl::StrFormat(
           "bounded load: %u new flows passed on from their first choice, %u found no backend below the bound",
@@ -292,12 +339,14 @@ int CmdStats(int argc, char** argv) {
   }
   // Never a silent exit 0 on an incomplete reply.
   for (const std::string& w : snap->warnings) std::fprintf(stderr, "maglbctl: warning: %s\n", w.c_str());
-  const int rc = snap->warnings.empty() ? kExitOk : kExitError;
-  const std::vector<VipDetail>& details = snap->vips;
+  if (!snap->announce_error.empty()) {
+    std::fprintf(stderr, "maglbctl: warning: route announcement: %s\n", snap->announce_error.c_str());
+  }
+  const int rc = snap->warnings.empty() && snap->announce_error.empty() ? kExitOk : kExitError;
   if (format == "json") {
-    RenderJson(snap->stats_raw, details);
+    RenderJson(snap->stats_raw, snap->announce_raw, snap->vips);
   } else {
-    report::Print(TableReport(snap->stats, details, snap->vip_gap), report::Format::kText);
+    report::Print(TableReport(*snap), report::Format::kText);
   }
   return rc;
 }

@@ -13,7 +13,9 @@ inline constexpr const char* kStatsUsage =
     "  maglbctl stats [--prefix PREFIX | --socket PATH] [--format table|json]\n"
     "      a running maglb's counters (per VIP and backend, with each\n"
     "      backend's health and effective weight; drops by reason, conntrack\n"
-    "      per worker, generation, fingerprints), read over DPDK telemetry:\n"
+    "      per worker, generation, fingerprints; route announcement: its\n"
+    "      state, table and each VIP address's route, and why), read over DPDK\n"
+    "      telemetry:\n"
     "      /var/run/dpdk/PREFIX/dpdk_telemetry.v2 (PREFIX: maglb's\n"
     "      --file-prefix, default rte)\n";
 

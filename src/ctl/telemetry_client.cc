@@ -77,7 +77,30 @@ absl::Status TelemetryClient::Connect(const std::string& path) {
   // The server greets with its version and limits first.
   absl::StatusOr<std::string> hello = Read();
   if (!hello.ok()) return hello.status();
+  // Kept for who asks (drain takes the pid from it); a greeting that is no
+  // JSON object reads as an empty one: stats and fleet never needed it.
+  Json parsed = Json::parse(
+      *hello, [](int depth, Json::parse_event_t, Json&) { return depth <= kMaxReplyDepth; },
+      /*allow_exceptions=*/false);
+  greeting_ = parsed.is_object() ? std::move(parsed) : Json::object();
   return absl::OkStatus();
+}
+
+absl::StatusOr<int> GreetingPid(const Json& greeting) {
+  constexpr int64_t kPidMaxLimit = 4 * 1024 * 1024;  // PID_MAX_LIMIT on 64-bit Linux
+  const Json* pid = Get(greeting, "pid");
+  if (pid == nullptr) return absl::DataLossError("the telemetry greeting names no pid");
+  // Integers only: 1234.0 or "1234" is not what DPDK writes.
+  if (pid->is_number_unsigned() && pid->get<uint64_t>() <= static_cast<uint64_t>(kPidMaxLimit) &&
+      pid->get<uint64_t>() >= 1) {
+    return static_cast<int>(pid->get<uint64_t>());
+  }
+  if (pid->is_number_integer() && !pid->is_number_unsigned()) {
+    const int64_t v = pid->get<int64_t>();
+    if (v >= 1 && v <= kPidMaxLimit) return static_cast<int>(v);
+  }
+  return absl::DataLossError(absl::StrFormat(
+      "the telemetry greeting's pid is %s, not a process id (1 to %d)", Shown(pid->dump()), kPidMaxLimit));
 }
 absl::StatusOr<Json> TelemetryClient::Query(const std::string& cmd, std::string* raw) {
   if (send(fd_, cmd.data(), cmd.size(), 0) < 0) {
@@ -343,6 +366,16 @@ absl::StatusOr<Snapshot> ReadSnapshot(const std::string& socket_path) {
     }
     snap.vips.emplace_back(name, *std::move(v));
   }
+  // Last, and never fatal: the tables and counters above stand without it.
+  absl::StatusOr<Json> announce = client.Query("/maglb/announce", &snap.announce_raw);
+  if (!announce.ok()) {
+    snap.announce_error = std::string(announce.status().message());
+  } else if (!announce->is_null() && !announce->is_object()) {
+    snap.announce_error = "unreadable reply to /maglb/announce: not an object";
+  } else {
+    snap.announce = *std::move(announce);
+  }
+  if (snap.announce.is_null()) snap.announce_raw.clear();
   return snap;
 }
 

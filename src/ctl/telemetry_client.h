@@ -45,6 +45,10 @@ class TelemetryClient {
   ~TelemetryClient();
   /// Connects and reads the server's greeting.
   absl::Status Connect(const std::string& path);
+  /// What the greeting said ({"version": "DPDK 22.11.4", "pid": 1234,
+  /// "max_output_len": 16384}), as it came: an empty object if it was not a
+  /// JSON object. Nothing in it is checked; see GreetingPid.
+  const Json& greeting() const { return greeting_; }
   /// Sends `cmd`; returns the value of its {"<cmd>": value} reply (null when
   /// the command failed or is unknown), and in `raw` its text if not null.
   /// A reply that is not JSON, or nested deeper than any of maglb's, is an
@@ -54,7 +58,15 @@ class TelemetryClient {
  private:
   absl::StatusOr<std::string> Read();
   int fd_ = -1;
+  Json greeting_ = Json::object();
 };
+
+/// The pid a greeting names, if it names one a process can have: an integer
+/// from 1 to Linux's PID_MAX_LIMIT. Anything else (missing, 0, negative, a
+/// float, a string, past the limit) is an error saying what came: a caller
+/// that signals it must never pass 0 or -1 (a process group, every process)
+/// to kill().
+absl::StatusOr<int> GreetingPid(const Json& greeting);
 
 /// The per-backend arrays of /maglb/vip: texts, then every backend metric.
 const std::vector<std::string>& BackendArrays();
@@ -98,6 +110,11 @@ struct Snapshot {
   std::string stats_raw;  ///< /maglb/stats' value as it came
   std::vector<VipDetail> vips;
   std::string vip_gap;  ///< VipList::gap
+  /// /maglb/announce's value: null from a maglb older than route
+  /// announcement, or when announce_error says why it is unusable.
+  Json announce;
+  std::string announce_raw;    ///< its text as it came ("" when null)
+  std::string announce_error;  ///< "" unless the reply was unreadable
   /// Incomplete replies (a cut VIP list, a VIP lacking values), in words:
   /// the snapshot is usable but not whole.
   std::vector<std::string> warnings;

@@ -3,7 +3,8 @@
 differ (a backend, a weight, hash_seed, a missing VIP, effective weight and
 health), sources that cannot be read, hostile replies (huge, malformed, deep,
 endless, wrong types): the right exit status, what differs named, never a
-crash."""
+crash. Route announcement: each instance's state, per VIP announced or not,
+a VIP no instance announces warned of."""
 import json
 import os
 import re
@@ -153,10 +154,13 @@ def vip_reply(name, fingerprint, names, weights, effective, health, generation=4
             "backend_health_probe_failures": [0] * n, "backend_health_transitions": [0] * n}
 
 
-def instance(vips, generation=4, raw=None):
+def instance(vips, generation=4, raw=None, announce="null"):
     """reply_text for a fake maglb serving `vips` ({name: reply dict}); raw
-    overrides the text of /maglb/vip,NAME replies."""
+    overrides the text of /maglb/vip,NAME replies; announce is the text of
+    /maglb/announce's (null: a maglb older than route announcement)."""
     def reply_text(cmd):
+        if cmd == "/maglb/announce":
+            return announce
         if cmd == "/maglb/stats":
             return json.dumps({"generation": generation})
         if cmd.startswith("/maglb/vips"):
@@ -243,6 +247,97 @@ with fake_telemetry.serve(good) as a:
         p = fleet("--socket", a, "--socket", h)
         check(p.returncode == EXIT_DISAGREE and "\x1b" not in p.stdout + p.stderr and "w?[2Jeb" in p.stdout,
               "control characters", p)
+
+
+# Route announcement: each instance's state and, per VIP, whether it
+# announces it; a VIP no instance announces is a warning, not a disagreement.
+def announce(state, web, dns):
+    reasons = {1: "serving", 0: "no serving backend (0 of 1 backends serving)"}
+    return json.dumps({"state": state, "table": 4242, "routes": web + dns, "route_changes": 2, "route_errors": 0,
+                       "drain_until_unix_ms": 0, "prefix_total": 2, "prefixes": ["10.0.0.1/32", "10.0.0.2/32"],
+                       "announced": [web, dns], "reasons": [f"web: {reasons[web]}", f"dns: {reasons[dns]}"]})
+
+
+def announced(vips, web, dns):
+    out = {name: dict(v) for name, v in vips.items()}
+    out["web"]["announced"], out["dns"]["address"] = web, "10.0.0.2"
+    out["dns"]["announced"] = dns
+    return out
+
+
+def vip_row(p, vip, source):
+    """The fields of source's row in vip's table (text output)."""
+    inside = False
+    for line in p.stdout.splitlines():
+        if line.startswith(f'vip "{vip}"'):
+            inside = True
+        elif inside and line.split()[:2] == source.split():
+            return line.split()
+        elif inside and not line.startswith(" "):
+            inside = False
+    return None
+
+
+serving = announced(healthy, 1, 0)
+with fake_telemetry.serve(instance(serving, announce=announce("announcing", 1, 0))) as a, \
+        fake_telemetry.serve(instance(serving, 5, announce=announce("announcing", 1, 0))) as b:
+    p = fleet("--socket", a, "--socket", b)
+    check(p.returncode == EXIT_OK and "sources agree on 2 VIPs; 1 warning(s)" in p.stdout
+          and vip_row(p, "web", f"socket {a}")[-1] == "yes" and vip_row(p, "dns", f"socket {b}")[-1] == "no"
+          and re.search(rf"socket {re.escape(a)} +4 +not reported +2 +announcing", p.stdout) is not None
+          and f'vip "dns": WARNING: no instance announces it (socket {a} announcing: dns: no serving backend '
+          f'(0 of 1 backends serving); socket {b} announcing: dns: no serving backend' in p.stdout
+          and 'vip "web": WARNING' not in p.stdout, "announced shown, an unannounced VIP warned", p)
+    p = fleet("--format", "json", "--socket", a, "--socket", b)
+    try:
+        doc = json.loads(p.stdout)
+        web = next(t for t in doc["tables"] if t["id"] == "vip:web")["rows"]
+        ok = ([r["announced"] for r in web] == ["yes", "yes"] and doc["tables"][0]["rows"][0]["announce"] == "announcing"
+              and any("no instance announces it" in n for n in doc["tables"][0]["notes"]))
+    except (ValueError, KeyError, StopIteration, TypeError):
+        ok = False
+    check(ok and p.returncode == EXIT_OK, "announced in json", p)
+
+# One instance draining (announces nothing), the other announces both: no warning.
+with fake_telemetry.serve(instance(announced(healthy, 0, 0), announce=announce("draining", 0, 0))) as a, \
+        fake_telemetry.serve(instance(announced(healthy, 1, 1), announce=announce("announcing", 1, 1))) as b:
+    p = fleet("--socket", a, "--socket", b)
+    check(p.returncode == EXIT_OK and "WARNING" not in p.stdout and vip_row(p, "web", f"socket {a}")[-1] == "no"
+          and re.search(rf"socket {re.escape(a)} +4 +not reported +2 +draining", p.stdout) is not None,
+          "draining instance", p)
+# No instance has [announce] (off), or none reports it (older): nothing to warn of.
+off = announce("off", 0, 0)
+with fake_telemetry.serve(instance(announced(healthy, 0, 0), announce=off)) as a, \
+        fake_telemetry.serve(instance(healthy)) as b:
+    p = fleet("--socket", a, "--socket", b, "--config", base)
+    check(p.returncode == EXIT_OK and "WARNING" not in p.stdout and vip_row(p, "web", f"socket {b}")[-1] == "-"
+          and vip_row(p, "web", f"config {base}")[-1] == "-"
+          and re.search(rf"socket {re.escape(b)} +4 +not reported +2 +not reported", p.stdout) is not None
+          and re.search(rf"socket {re.escape(a)} +4 +not reported +2 +off", p.stdout) is not None,
+          "announce off and not reported", p)
+# Both announce a VIP whose tables differ: the disagreement, and the announced state beside it.
+with fake_telemetry.serve(instance(announced(healthy, 1, 1), announce=announce("announcing", 1, 1))) as a, \
+        fake_telemetry.serve(instance(announced(one_down, 1, 1), 9, announce=announce("announcing", 1, 1))) as c:
+    p = fleet("--socket", a, "--socket", c)
+    check(p.returncode == EXIT_DISAGREE and 'vip "web": DISAGREE' in p.stdout
+          and vip_row(p, "web", f"socket {c}")[-1] == "yes" and vip_row(p, "web", f"socket {a}")[-1] == "yes",
+          "disagreeing tables, both announced", p)
+# Hostile announce replies and flags: shown as "?", never a crash nor a refused source.
+hostile_announce = [
+    ("no object", "[1]"), ("malformed", '{"state": '), ("a number state", json.dumps({"state": 7})),
+    ("ragged arrays", json.dumps({"state": "announcing", "prefixes": ["10.0.0.1/32", 3, None], "announced": [1],
+                                  "reasons": [None, "x"]})),
+    ("prefixes no array", json.dumps({"state": "announcing", "prefixes": "10.0.0.1/32", "reasons": {"a": 1}})),
+    ("control characters", json.dumps({"state": "ann\x1b[2J", "prefixes": ["10.0.0.2/32"], "reasons": ["\x1b]0;x"]})),
+]
+for what, text in hostile_announce:
+    with fake_telemetry.serve(instance(announced(healthy, 2, -1), announce=text)) as h, \
+            fake_telemetry.serve(instance(healthy)) as b:
+        for fmt in ("table", "json"):
+            p = fleet("--format", fmt, "--socket", h, "--socket", b)
+            check(p.returncode == EXIT_OK and "\x1b" not in p.stdout + p.stderr and "agree on 2 VIPs" in p.stdout
+                  and (fmt == "json" or vip_row(p, "web", f"socket {h}")[-1] == "?"),
+                  f"hostile announce: {what}, --format {fmt}", p)
 
 print("ok" if failures == 0 else f"{failures} failure(s)")
 sys.exit(1 if failures else 0)

@@ -11,10 +11,15 @@ import threading
 
 
 @contextlib.contextmanager
-def serve(reply_text):
+def serve(reply_text, greeting=None):
     """A socket that answers command cmd with {"<cmd up to its first comma>":
-    reply_text(cmd)}; reply_text returns the value's JSON text. Yields its
-    path; it takes any number of connections while the context lasts."""
+    reply_text(cmd)}; reply_text returns the value's JSON text. It greets
+    each connection with `greeting` (a dict, or the text itself; by default
+    DPDK's fields, pid 1). Yields its path; it takes any number of
+    connections while the context lasts."""
+    if greeting is None:
+        greeting = {"version": "fake", "pid": 1, "max_output_len": 16384}
+    hello = (greeting if isinstance(greeting, str) else json.dumps(greeting)).encode()
     with tempfile.TemporaryDirectory(prefix="mlb-fake-telemetry-") as d:
         path = os.path.join(d, "dpdk_telemetry.v2")
         srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -25,7 +30,7 @@ def serve(reply_text):
             with conn:
                 conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)  # big hostile replies
                 try:
-                    conn.send(json.dumps({"version": "fake", "pid": 1, "max_output_len": 16384}).encode())
+                    conn.send(hello)
                     while True:
                         cmd = conn.recv(4096).decode()
                         if not cmd:
