@@ -6,6 +6,8 @@
 
 #include <csignal>
 
+#include "control/log.h"
+
 namespace maglb {
 
 Controller::Controller(ControllerOptions options)
@@ -34,7 +36,13 @@ Controller::Controller(ControllerOptions options)
           .inputs = &inputs_,
           .build = options_.build,
       }),
-      tasks_{&neighbor_task_, &health_task_, &reload_task_} {
+      announce_task_(AnnounceTask::Options{
+          .publisher = options_.publisher,
+          .stats = &stats_,
+          .kernel_interface = options_.kernel_interface,
+      }),
+      // The announcer last: stopped first, it withdraws while the rest still runs.
+      tasks_{&neighbor_task_, &health_task_, &reload_task_, &announce_task_} {
   inputs_.AddSource(&neighbor_task_);
   inputs_.AddSource(&health_task_);
 }
@@ -62,12 +70,22 @@ void Controller::HandleSignals() {
   while (read(options_.signal_fd, &si, sizeof(si)) == sizeof(si)) {
     if (si.ssi_signo == SIGHUP) {
       reload_task_.Request("SIGHUP");
-    } else {
-      stopped_by_ = si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM";
-      loop_->Stop();
+    } else if (si.ssi_signo == SIGINT || announce_task_.draining() ||
+               (si.ssi_signo == SIGTERM && !announce_task_.enabled())) {
+      StopLoop(si.ssi_signo == SIGINT ? "SIGINT" : si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGUSR1");
       return;  // what follows it is not acted on
+    } else if (!announce_task_.enabled()) {
+      LogLine("drain (SIGUSR1) ignored: nothing is announced ([announce] is not set); stop with SIGTERM");
+    } else {
+      const std::string why = si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGUSR1";
+      announce_task_.Drain(why, [this, why] { StopLoop(why + " after a drain"); });
     }
   }
+}
+
+void Controller::StopLoop(std::string why) {
+  stopped_by_ = std::move(why);
+  loop_->Stop();
 }
 
 std::string Controller::Run() {

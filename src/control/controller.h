@@ -2,8 +2,10 @@
 // (control_task.h): ReloadTask publishes the snapshots (generation 1, then a
 // reload when the config file changes or on SIGHUP, built on a helper
 // thread), NeighborTask resolves next hops by ARP/ND and HealthTask checks
-// backends; both feed the snapshots through SnapshotInputs. The controller owns the loop, the tasks
-// and what they count, routes the signals (SIGHUP: reload; SIGINT, SIGTERM:
+// backends; both feed the snapshots through SnapshotInputs; AnnounceTask
+// puts the routes of the VIPs this instance can serve where the BGP daemon
+// learns them. The controller owns the loop, the tasks and what they count,
+// routes the signals (SIGHUP: reload; SIGUSR1, SIGTERM: drain; SIGINT:
 // stop), and answers telemetry (telemetry.h) from what it owns.
 #ifndef MAGLB_CONTROL_CONTROLLER_H_
 #define MAGLB_CONTROL_CONTROLLER_H_
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "control/announce_task.h"
 #include "control/control_stats.h"
 #include "control/control_task.h"
 #include "control/event_loop.h"
@@ -41,7 +44,7 @@ struct ControllerOptions {
   rte_ring* from_control = nullptr;
   std::vector<const Worker*> workers;  ///< one per polling worker
   std::vector<const LoopCounters*> loop_counters;
-  int signal_fd = -1;  ///< SIGHUP, SIGINT, SIGTERM
+  int signal_fd = -1;  ///< SIGHUP, SIGINT, SIGTERM, SIGUSR1
   /// The kernel interface's name (dataplane/kernel_port.h); empty: none.
   /// Snapshots then pass up to it what maglb does not answer.
   std::string kernel_interface;
@@ -78,8 +81,11 @@ class Controller {
   }
 
  private:
-  // Reads the signalfd: SIGHUP asks for a reload, SIGINT/SIGTERM stop the loop.
+  // Reads the signalfd: SIGHUP asks for a reload; SIGUSR1 drains (with
+  // [announce]: withdraw, forward drain_s more, stop); SIGTERM drains too
+  // when announcing, else stops; SIGINT, or a second SIGTERM, stops at once.
   void HandleSignals();
+  void StopLoop(std::string why);
 
   ControllerOptions options_;
   ControlStats stats_;  // written under the publisher's mutex
@@ -88,6 +94,7 @@ class Controller {
   NeighborTask neighbor_task_;
   HealthTask health_task_;
   ReloadTask reload_task_;
+  AnnounceTask announce_task_;
   std::vector<ControlTask*> tasks_;  // in the order they start
   std::string stopped_by_;           // the signal that stopped the loop
 };

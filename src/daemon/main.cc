@@ -59,6 +59,9 @@ constexpr const char* kUsage =
     "                      leave by port M, which takes port N's MAC address\n"
     "  --idle-sleep-us N   test mode: a worker whose queue stays empty sleeps N us\n"
     "                      between polls (default 0: poll continuously)\n"
+    "signals: SIGHUP reloads; SIGUSR1 (maglbctl drain) withdraws every announced VIP,\n"
+    "  forwards for [announce] drain_s more, then stops; SIGTERM does the same when\n"
+    "  [announce] is set, else stops; SIGINT, or a second SIGTERM, stops at once\n"
     "example (test mode on a veth; net_pcap passes frames as on the wire, fragments included):\n"
     "  maglb --no-huge --no-pci -l 0,1 --file-prefix lb1 --vdev=net_pcap0,iface=veth0,phy_mac=1 \\\n"
     "        -- --config /etc/maglb.toml\n";
@@ -167,6 +170,7 @@ absl::StatusOr<int> BlockSignals() {
   sigaddset(&signals, SIGHUP);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   int signal_fd = signalfd(-1, &signals, SFD_NONBLOCK | SFD_CLOEXEC);
   if (signal_fd < 0) return absl::InternalError(absl::StrFormat("signalfd: %s", std::strerror(errno)));
@@ -455,7 +459,8 @@ class TelemetryRegistration {
 };
 
 // The control thread: publishes generation 1, starts the workers, serves
-// until SIGINT/SIGTERM, then stops the workers and the ports.
+// until SIGINT/SIGTERM (after a drain when announcing), then stops the
+// workers and the ports.
 absl::Status RunControlLoop(const AppArgs& args, const Config& config, int signal_fd,
                             const std::vector<unsigned>& worker_lcores, Ports& ports,
                             DataPlane& dp) {

@@ -19,6 +19,7 @@ absl::StatusOr<std::unique_ptr<SnapshotPublisher>> SnapshotPublisher::Create(uin
     return absl::InternalError(
         absl::StrFormat("rte_rcu_qsbr_init(%u) failed: %s", num_readers, rte_strerror(rte_errno)));
   }
+  p->num_readers_ = num_readers;
   return p;
 }
 
@@ -54,6 +55,10 @@ void SnapshotPublisher::Publish(std::unique_ptr<const LbState> next) {
 // (itself a start and a waiting check): a round only moves the shared token
 // on, and each check compares the workers' counters with its own token.
 uint64_t SnapshotPublisher::StartLivenessRound() { return rte_rcu_qsbr_start(qsbr_); }
+
+uint32_t SnapshotPublisher::ReadersRegistered() const {
+  return __atomic_load_n(&qsbr_->num_threads, __ATOMIC_ACQUIRE);
+}
 
 bool SnapshotPublisher::LivenessRoundPassed(uint64_t token) const {
   return rte_rcu_qsbr_check(qsbr_, token, /*wait=*/false) == 1;

@@ -55,12 +55,17 @@ class SnapshotPublisher {
   /// caller's to know. A worker that comes online passes every round
   /// started before.
   bool LivenessRoundPassed(uint64_t token) const;
+  /// Workers registered (online) now, of readers() (a round passes with
+  /// none online).
+  uint32_t ReadersRegistered() const;
+  uint32_t readers() const { return num_readers_; }
 
  private:
   SnapshotPublisher() = default;
 
   std::atomic<const LbState*> current_{nullptr};
   rte_rcu_qsbr* qsbr_ = nullptr;
+  uint32_t num_readers_ = 0;
   std::mutex mu_;
 };
 
