@@ -2,6 +2,8 @@
 """A test backend: an HTTP server that answers with its own name, and a UDP echo.
 
 GET /                -> "<name>\n" (header X-Backend: <name>)
+GET /echo            -> 200, then every byte the client sends is echoed back
+                        until it closes (tests/e2e/echo_streams.py)
 GET /stream?bytes=N&chunk=C&delay_ms=D
                      -> N bytes of stream_bytes(N), sent C bytes at a time with
                         D ms between chunks: a long-lived transfer whose
@@ -74,6 +76,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
                         time.sleep(delay)
             except (BrokenPipeError, ConnectionResetError):
                 pass
+            return
+        if url.path == "/echo":
+            # The rest of the connection is echoed back byte for byte: a
+            # long-lived flow whose every round trip crosses the LB (the
+            # client's bytes) and the direct return path (the echo).
+            self.send_response(200)
+            self.send_header("X-Backend", name)
+            self.end_headers()
+            self.wfile.flush()
+            try:
+                while True:
+                    data = self.rfile.read1(65536)
+                    if not data:
+                        break
+                    self.wfile.write(data)
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError, TimeoutError, OSError):
+                pass
+            self.close_connection = True
             return
         body = (name + "\n").encode()
         self.send_response(200)
