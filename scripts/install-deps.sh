@@ -11,6 +11,7 @@ PACKAGES=(
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev nlohmann-json3-dev
   libmnl-dev libcurl4-openssl-dev libcpp-httplib-dev ccache
+  bird2
   iproute2 ethtool nftables procps psmisc curl iputils-ping
   python3 python3-scapy python3-xxhash tshark
   gnuplot-nox
@@ -36,3 +37,12 @@ export DEBIAN_FRONTEND=noninteractive
 echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# bird2 enables a system-wide bird.service with Debian's sample config; the
+# fleet testbed runs its own BIRDs in its namespaces, so the one we just
+# installed is turned off again rather than left running as a router.
+if [[ " ${missing[*]} " == *" bird2 "* ]] && command -v systemctl >/dev/null 2>&1 &&
+   [ -d /run/systemd/system ]; then
+  if $SUDO systemctl disable --now bird.service >/dev/null 2>&1; then
+    echo "install-deps: disabled the bird.service that bird2 enabled (the fleet testbed starts its own)"
+  fi
+fi
