@@ -4,6 +4,8 @@
 # (scripts/testbed.sh): maglb on a DPDK net_pcap port (frames as on the wire), HTTP and UDP
 # through GRE, IP-in-IP and L2 DSR VIPs, and a backend added live while a
 # download streams. Needs root (network namespaces). Tears everything down.
+# `scripts/demo.sh fleet`: two instances behind a BGP/ECMP router instead,
+# one killed while connections run through both (tests/e2e/demo_fleet.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +14,8 @@ scripts/install-deps.sh
 [ -f "$BUILD_DIR/build.ninja" ] || meson setup "$BUILD_DIR" >/dev/null
 ninja -C "$BUILD_DIR" >/dev/null
 CTL="$BUILD_DIR/src/ctl/maglbctl"
+MODE=${1:-}
+case "$MODE" in ""|fleet) ;; *) echo "usage: $0 [fleet]" >&2; exit 2 ;; esac
 
 banner() { printf '\n== %s\n\n' "$*"; }
 
@@ -23,4 +27,4 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 0
 fi
 MAGLB_BUILD_DIR="$(cd "$BUILD_DIR" && pwd)" MAGLB_SOURCE_DIR="$(pwd)" \
-  exec /usr/bin/python3 tests/e2e/demo.py
+  exec /usr/bin/python3 "tests/e2e/demo${MODE:+_$MODE}.py"
