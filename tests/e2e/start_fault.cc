@@ -1,7 +1,8 @@
 // LD_PRELOAD shim for start_failure_test.py: makes one DPDK call fail
 // (MAGLB_FAULT=ring|launch|dev_start) and logs, in order, the calls that
 // release DPDK resources to MAGLB_FAULT_LOG, so the test can see that every
-// exit path of maglb cleans up.
+// exit path of maglb cleans up. MAGLB_FAULT=stall stalls a worker on demand
+// (test_fleet.py).
 #include <dlfcn.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -14,6 +15,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+
+#include <unistd.h>
 
 namespace {
 
@@ -81,3 +84,15 @@ int rte_eal_cleanup(void) {
 }
 
 }  // extern "C"
+
+// MAGLB_FAULT=stall: while the file MAGLB_STALL_FILE exists, a worker that
+// goes to its idle sleep (test mode, --idle-sleep-us) stays there, passing
+// no quiescent point: a stalled worker, for test_fleet.py's stall check.
+extern "C" void rte_delay_us_sleep(unsigned int us) {
+  static auto real = Next<void (*)(unsigned int)>("rte_delay_us_sleep");
+  const char* file = std::getenv("MAGLB_STALL_FILE");
+  if (Fault("stall") && file != nullptr) {
+    while (access(file, F_OK) == 0) real(10000);
+  }
+  real(us);
+}

@@ -37,6 +37,7 @@ from lbtest import MAGLB, MAGLBCTL, TESTBED, TestFailure, check, log, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ECHO_STREAMS = os.path.join(HERE, "echo_streams.py")
+FAULT_SHIM = os.path.join(lbtest.BUILD_DIR, "tests", "e2e", "libmaglb_start_fault.so")
 INSTANCES = ("a", "b", "c")
 ADDR = {"a": "10.0.0.21", "b": "10.0.0.22", "c": "10.0.0.23"}
 ADDR6 = {"a": "fd00::21", "b": "fd00::22", "c": "fd00::23"}
@@ -119,7 +120,7 @@ class Fleet:
         os.rename(tmp, self.config_path(name))
         self.configs[name] = text
 
-    def start(self, name, config=None):
+    def start(self, name, config=None, env=None):
         self.write_config(name, config or fleet_config(name))
         # One log per start: what a restarted instance says is its own.
         self.starts = getattr(self, "starts", 0) + 1
@@ -130,7 +131,8 @@ class Fleet:
                "--lcores", "0@0,1@%d" % (1 if cpus > 1 else 0), "--file-prefix", self.prefix(name),
                "--log-level", "lib.eal:warning", "--vdev=net_pcap0,iface=lb0,phy_mac=1", "--",
                "--config", self.config_path(name), "--idle-sleep-us", "50"]
-        self.procs[name] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        self.procs[name] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                            env=dict(os.environ, **(env or {})))
         out.close()
         deadline = time.time() + 30
         while "started:" not in self.read_log(name):
@@ -371,6 +373,35 @@ def test():
               "maglbctl fleet flags c's different backend set (exit %d)" % r.returncode)
         fleet.reload("c", fleet_config("c"))
         check(fleet.fleet_check().returncode == 0, "and agrees again once c is restored")
+
+        # A stalled worker (c's, held in its idle sleep by a preloaded shim,
+        # passing no quiescent point): c's own watch withdraws every VIP
+        # within stall_ms, though its control loop may be stuck in a publish.
+        stall_file = os.path.join(fleet.tmp, "stall")
+        fleet.signal("c", signal.SIGINT)
+        fleet.wait_exit("c")
+        fleet.start("c", env={"LD_PRELOAD": FAULT_SHIM, "MAGLB_FAULT": "stall", "MAGLB_STALL_FILE": stall_file})
+        wait_nexthops(fleet, INSTANCES)
+        table_c = lambda: lbtest.ns("mlb-lb-c", "ip", "route", "show", "table", "4242").stdout.strip()
+        check(VIP in table_c(), "c's routes are in its table 4242")
+        t_stall = time.time()
+        open(stall_file, "w").close()
+        wait_for(lambda: table_c() == "", "c's table 4242 emptied", 10)
+        emptied = time.time() - t_stall
+        wait_for(lambda: "announce: workers stalled" in fleet.read_log("c"), "c logs the stall", 5)
+        wait_nexthops(fleet, ("a", "b"), timeout=10)
+        counts = {}
+        for i in range(20):
+            r = lbtest.ns("mlb-client", "curl", "-s", "-m", "3", "--local-port", str(48000 + i), "http://%s/" % VIP,
+                          check_rc=False)
+            counts[r.stdout.strip()] = counts.get(r.stdout.strip(), 0) + 1
+        check(sum(v for k, v in counts.items() if k.startswith("be")) == 20,
+              "c's worker stalled: its table emptied %.2f s later (stall_ms 500), the router uses a and b, "
+              "20 of 20 requests answered %s" % (emptied, counts))
+        os.remove(stall_file)
+        back = wait_nexthops(fleet, INSTANCES, timeout=20)
+        check("workers pass their quiescent points again" in fleet.read_log("c"),
+              "the worker resumed: c announces again (router route back %.2f s later)" % back)
 
         # An instance dies without a word: BFD takes its route away.
         failover(fleet, "a", signal.SIGKILL, 120, 41000, "SIGKILL a (BFD)")
