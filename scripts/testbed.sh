@@ -73,6 +73,7 @@ FLEET=(a b c)
 FLEET_AS=65010   # every instance: equal AS paths, so the router merges them
 ROUTER_AS=65000
 VIP_TABLE=4242   # the kernel table in which maglb puts the routes to announce
+VIP_ROUTE_PROTOCOL=249  # and the protocol of its routes ([announce] route_protocol's default)
 FLEET_BFD="${MLB_FLEET_BFD:-1}"
 HASH_POLICY="${MLB_FLEET_HASH_POLICY:-3}"  # the router's ECMP hash (fleet_up says why 3)
 BIRD=/usr/sbin/bird
@@ -292,7 +293,8 @@ bird_fill() {  # TEMPLATE OUT SED-ARGS...: the template with its placeholders fi
   local bfd=on
   [ "$FLEET_BFD" = 1 ] || bfd=off
   sed -e "s/@BFD@/$bfd/g" -e "s/@BFD_INTERVAL_MS@/$BFD_INTERVAL_MS/g" \
-    -e "s/@BFD_MULTIPLIER@/$BFD_MULTIPLIER/g" -e "s/@VIP_TABLE@/$VIP_TABLE/g" "$@" "$template" >"$out"
+    -e "s/@BFD_MULTIPLIER@/$BFD_MULTIPLIER/g" -e "s/@VIP_TABLE@/$VIP_TABLE/g" \
+    -e "s/@ROUTE_PROTOCOL@/$VIP_ROUTE_PROTOCOL/g" "$@" "$template" >"$out"
   if grep -q '@[A-Z0-9_]*@' "$out"; then
     log "error: unfilled placeholder in $out: $(grep -o '@[A-Z0-9_]*@' "$out" | sort -u | tr '\n' ' ')"
     return 1

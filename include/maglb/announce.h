@@ -7,7 +7,9 @@
 #ifndef MAGLB_ANNOUNCE_H_
 #define MAGLB_ANNOUNCE_H_
 
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "maglb/ip_address.h"
@@ -23,6 +25,11 @@ struct AnnounceReadiness {
   bool draining = false;
   std::string why_not_live;  ///< "workers stalled for 1200 ms", "starting"
   std::string drain_reason;  ///< "drain (SIGUSR1)"
+  /// A backend whose health check has given no verdict yet (at start a
+  /// checked backend is up until `fall` failures): it does not count as
+  /// serving, so that a restarted instance does not announce a table with a
+  /// backend the others already have down. Empty: none pending.
+  std::function<bool(std::string_view vip, std::string_view backend)> first_check_pending;
 };
 
 struct AddressAnnouncement {
@@ -39,12 +46,9 @@ struct AddressAnnouncement {
   uint8_t prefix_len() const { return address.is_v6 ? 128 : 32; }
 };
 
-/// A backend that a new flow can go to: in the table (weight > 0), its next
-/// hop resolved, and not down by its health check.
-bool BackendServes(const BackendState& backend);
-
-/// Why a backend does not serve ("down", "weight 0", "next hop unresolved"),
-/// or "" when it does.
+/// Why a backend does not take new flows ("down", "weight 0", "next hop
+/// unresolved"), or "" when it does: in the table (weight > 0), its next hop
+/// resolved, not down by its health check.
 std::string WhyNotServing(const BackendState& backend);
 
 /// One entry per distinct VIP address of `state`, in the order the addresses

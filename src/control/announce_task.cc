@@ -77,6 +77,7 @@ absl::Status AnnounceTask::Start(EventLoop& loop) {
   }
   // Even when [announce] is off: a reload may turn it on.
   RearmTimer(config.enabled() ? config.interval_ms : 1000);
+  if (config.enabled()) PublishStatus({}, "starting", config.table);
   return absl::OkStatus();
 }
 
@@ -112,6 +113,7 @@ void AnnounceTask::StallWatch::Configure(const AnnounceConfig& config) {
 
 void AnnounceTask::StallWatch::Run() {
   bool pending = false;
+  bool started_all_online = false;  // the pending round began with every worker online
   uint64_t token = 0, started_ns = 0;
   bool logged = false;
   std::unique_lock<std::mutex> lock(mu_);
@@ -121,11 +123,14 @@ void AnnounceTask::StallWatch::Run() {
     const uint64_t now = MonotonicNs();
     if (pending && publisher_->LivenessRoundPassed(token)) {
       pending = false;
-      // A round passes with no worker online too: live once all of them are.
-      if (publisher_->ReadersRegistered() == publisher_->readers()) ever_live_ = true;
+      // A round passes with no worker online too, and a worker coming online
+      // takes the current token: only a round that began with all of them
+      // online proves that each passed a quiescent point.
+      if (started_all_online) ever_live_ = true;
     }
     const uint64_t stalled_ms = pending ? (now - started_ns) / 1'000'000 : 0;
     if (!pending) {
+      started_all_online = publisher_->ReadersRegistered() == publisher_->readers();
       token = publisher_->StartLivenessRound();
       started_ns = now;
       pending = true;
@@ -160,6 +165,11 @@ AnnounceReadiness AnnounceTask::Readiness(const AnnounceConfig&) {
   AnnounceReadiness r;
   r.draining = draining_;
   r.drain_reason = drain_reason_;
+  // Called under the publisher's mutex (Tick), which guards the stats.
+  r.first_check_pending = [stats = options_.stats](std::string_view vip, std::string_view backend) {
+    auto it = stats->backend_health.find({std::string(vip), std::string(backend)});
+    return it != stats->backend_health.end() && it->second.probes == 0;
+  };
   r.workers_live = watch_.ever_live() && !watch_.stalled();
   if (!watch_.ever_live()) {
     r.why_not_live = "starting: the workers have not passed a quiescent point yet";
@@ -181,15 +191,17 @@ void AnnounceTask::Tick() {
   RearmTimer(config.interval_ms);
   watch_.Configure(config);
   if (const uint64_t flushes = watch_.flushes(); flushes != watch_flushes_seen_) {
-    // The watch emptied the table during a stall: nothing of ours is there.
+    // The watch emptied the table during a stall; a route added just after
+    // its dump may have survived: start again from an empty table.
     watch_flushes_seen_ = flushes;
-    installed_.clear();
+    if (netlink_->FlushRoutes(table_, protocol_).ok()) installed_.clear();
   }
   if (config.table != table_ || config.route_protocol != protocol_) {
-    // A reload moved the routes: out of the old table, into the new below.
-    if (!installed_.empty()) {
-      WithdrawAll(absl::StrFormat("[announce] moved to table %u protocol %u", config.table,
-                                  config.route_protocol));
+    // A reload moved the routes: out of the old table, into the new below;
+    // not before the old one is clean (retried every interval).
+    if (!WithdrawAll(absl::StrFormat("[announce] moved to table %u protocol %u", config.table,
+                                     config.route_protocol))) {
+      return;
     }
     table_ = config.table;
     protocol_ = config.route_protocol;
@@ -277,14 +289,29 @@ bool AnnounceTask::Remove(const std::string& prefix, const Route& route, const s
   }
   failing_.erase(prefix);
   ++options_.stats->announce.route_changes;
+  last_withdrawal_ns_ = MonotonicNs();
   LogLine(absl::StrFormat("announce: %s withdrawn (%s)", prefix, reason));
   return true;
 }
 
-void AnnounceTask::WithdrawAll(const std::string& reason) {
+bool AnnounceTask::WithdrawAll(const std::string& reason) {
   for (auto it = installed_.begin(); it != installed_.end();) {
     it = Remove(it->first, it->second, reason) ? installed_.erase(it) : std::next(it);
   }
+  // By protocol, whatever installed_ believes: the table holds nothing of ours after this.
+  absl::StatusOr<int> flushed = netlink_->FlushRoutes(table_, protocol_);
+  if (!flushed.ok()) {
+    std::lock_guard<std::mutex> lock(options_.publisher->mutex());
+    ++options_.stats->announce.route_errors;
+    LogLine(absl::StrFormat("announce: cannot flush table %u: %s", table_, flushed.status().message()));
+    return false;
+  }
+  if (*flushed > 0) {
+    LogLine(absl::StrFormat("announce: %d more route%s of ours deleted from table %u (%s)", *flushed,
+                            *flushed == 1 ? "" : "s", table_, reason));
+  }
+  installed_.clear();
+  return true;
 }
 
 void AnnounceTask::PublishStatus(const std::vector<AddressAnnouncement>& decisions, const std::string& state,
@@ -300,6 +327,12 @@ void AnnounceTask::PublishStatus(const std::vector<AddressAnnouncement>& decisio
     const std::string prefix = d.Prefix();
     s.prefixes.push_back({prefix, installed_.count(prefix) > 0, d.reason});
   }
+}
+
+bool AnnounceTask::AnnouncedRecently() const {
+  const LbState* state = options_.publisher->Current();
+  const uint64_t drain_ns = uint64_t{state->config().announce.drain_s} * 1'000'000'000;
+  return !installed_.empty() || (last_withdrawal_ns_ != 0 && MonotonicNs() - last_withdrawal_ns_ < drain_ns);
 }
 
 void AnnounceTask::Drain(const std::string& why, EventLoop::Callback done) {

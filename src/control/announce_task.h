@@ -49,6 +49,10 @@ class AnnounceTask : public ControlTask {
   /// [announce] is set in the running config.
   bool enabled() const;
   bool draining() const { return draining_; }
+  /// A route is announced now, or one was withdrawn within drain_s: a
+  /// shutdown should drain. Otherwise nothing of this instance is in
+  /// flight at the router and SIGTERM can stop at once.
+  bool AnnouncedRecently() const;
   /// Withdraws every route now, keeps forwarding, and calls `done` on the
   /// loop [announce] drain_s later (at once when 0). `why`: "SIGUSR1".
   void Drain(const std::string& why, EventLoop::Callback done);
@@ -99,7 +103,9 @@ class AnnounceTask : public ControlTask {
   void Apply(const std::vector<AddressAnnouncement>& decisions, const AnnounceConfig& config);
   bool Add(const std::string& prefix, const Route& route, const std::string& reason);
   bool Remove(const std::string& prefix, const Route& route, const std::string& reason);
-  void WithdrawAll(const std::string& reason);
+  // Deletes every route of ours (those it knows, then the table by
+  // protocol); false if the table could not be flushed (retried later).
+  bool WithdrawAll(const std::string& reason);
   // Puts every installed route back (replace: no change if present). The
   // kernel drops a route, without a word, when its interface goes down.
   void Refresh();
@@ -125,6 +131,7 @@ class AnnounceTask : public ControlTask {
   uint64_t watch_flushes_seen_ = 0;
   uint64_t ticks_ = 0;
 
+  uint64_t last_withdrawal_ns_ = 0;
   bool draining_ = false;
   std::string drain_reason_;
   std::string state_ = "off";

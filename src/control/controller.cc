@@ -70,15 +70,25 @@ void Controller::HandleSignals() {
   while (read(options_.signal_fd, &si, sizeof(si)) == sizeof(si)) {
     if (si.ssi_signo == SIGHUP) {
       reload_task_.Request("SIGHUP");
-    } else if (si.ssi_signo == SIGINT || announce_task_.draining() ||
-               (si.ssi_signo == SIGTERM && !announce_task_.enabled())) {
-      StopLoop(si.ssi_signo == SIGINT ? "SIGINT" : si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGUSR1");
+      continue;
+    }
+    const std::string name = si.ssi_signo == SIGINT ? "SIGINT" : si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGUSR1";
+    if (si.ssi_signo == SIGUSR1 && announce_task_.draining()) {
+      // Two drains asked at once (two operators, a retry) must not cut the
+      // first short: only SIGTERM and SIGINT escalate.
+      LogLine("drain (SIGUSR1) ignored: already draining; SIGTERM or SIGINT stops at once");
+    } else if (si.ssi_signo == SIGINT || (si.ssi_signo == SIGTERM && !announce_task_.enabled()) ||
+               announce_task_.draining()) {
+      StopLoop(name);
       return;  // what follows it is not acted on
     } else if (!announce_task_.enabled()) {
       LogLine("drain (SIGUSR1) ignored: nothing is announced ([announce] is not set); stop with SIGTERM");
+    } else if (si.ssi_signo == SIGTERM && !announce_task_.AnnouncedRecently()) {
+      LogLine("SIGTERM: nothing announced within [announce] drain_s: stopping without a drain");
+      StopLoop(name);
+      return;
     } else {
-      const std::string why = si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGUSR1";
-      announce_task_.Drain(why, [this, why] { StopLoop(why + " after a drain"); });
+      announce_task_.Drain(name, [this, name] { StopLoop(name + " after a drain"); });
     }
   }
 }

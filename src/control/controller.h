@@ -82,8 +82,9 @@ class Controller {
 
  private:
   // Reads the signalfd: SIGHUP asks for a reload; SIGUSR1 drains (with
-  // [announce]: withdraw, forward drain_s more, stop); SIGTERM drains too
-  // when announcing, else stops; SIGINT, or a second SIGTERM, stops at once.
+  // [announce]: withdraw, forward drain_s more, stop; ignored while
+  // draining); SIGTERM drains too when something was announced within
+  // drain_s, else stops; SIGINT, or SIGTERM during a drain, stops at once.
   void HandleSignals();
   void StopLoop(std::string why);
 

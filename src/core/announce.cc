@@ -19,20 +19,21 @@ std::string WhyNotServing(const BackendState& b) {
   return "";
 }
 
-bool BackendServes(const BackendState& b) { return WhyNotServing(b).empty(); }
-
 namespace {
 
 // "web-gre: 2 of 3 backends serving" or "web-gre: be1 down, be2 next hop
 // unresolved" (at most a few backends named: a log line, not a table).
 constexpr size_t kBackendsNamed = 3;
 
-std::string VipVerdict(const VipState& v, size_t* serving) {
+std::string VipVerdict(const VipState& v, const AnnounceReadiness& readiness, size_t* serving) {
   *serving = 0;
   std::vector<std::string> why;
   size_t unnamed = 0;
   for (const BackendState& b : v.backends) {
     std::string w = WhyNotServing(b);
+    if (w.empty() && readiness.first_check_pending && readiness.first_check_pending(v.name, b.name)) {
+      w = "first check pending";
+    }
     if (w.empty()) {
       ++*serving;
     } else if (why.size() < kBackendsNamed) {
@@ -71,7 +72,7 @@ std::vector<AddressAnnouncement> DecideAnnouncements(const LbState& state,
     AddressAnnouncement& a = out[index];
     a.vips.push_back(v.name);
     size_t serving = 0;
-    std::string verdict = VipVerdict(v, &serving);
+    std::string verdict = VipVerdict(v, readiness, &serving);
     if (serving > 0) {
       if (!a.announce) a.reason = verdict;
       a.announce = true;

@@ -32,8 +32,8 @@ const char kDrainUsage[] =
     "      says it is a maglb); maglb withdraws every route, forwards for\n"
     "      [announce] drain_s so the router moves traffic away, then exits.\n"
     "      Refused when maglb announces nothing (stop it with SIGTERM); not\n"
-    "      signalled again when already draining: a second signal stops maglb\n"
-    "      at once. --wait: until it has exited, at most N s (default: the\n"
+    "      signalled again when already draining (maglb ignores a second\n"
+    "      SIGUSR1; SIGTERM then stops it at once). --wait: until it has exited, at most N s (default: the\n"
     "      drain's end + 30 s). Exit 0: draining (--wait: stopped); 1: not\n"
     "      signalled (the pid is no maglb, no permission); 2: a wrong command\n"
     "      line, or nothing announced; 3: the instance could not be read, or\n"
@@ -299,7 +299,7 @@ int CmdDrain(int argc, char** argv) {
   AnnounceView draining = *before;
   bool stopped = false;
   if (before->state == "draining") {
-    std::printf("%s is already draining (%s): not signalled again, as a second signal stops it at once\n",
+    std::printf("%s is already draining (%s): not signalled again\n",
                 who.c_str(), Until(*before).c_str());
   } else {
     if (absl::Status s = process.Signal(SIGUSR1); !s.ok()) return Fail(ExitFor(s), std::string(s.message()));

@@ -61,7 +61,8 @@ constexpr const char* kUsage =
     "                      between polls (default 0: poll continuously)\n"
     "signals: SIGHUP reloads; SIGUSR1 (maglbctl drain) withdraws every announced VIP,\n"
     "  forwards for [announce] drain_s more, then stops; SIGTERM does the same when\n"
-    "  [announce] is set, else stops; SIGINT, or a second SIGTERM, stops at once\n"
+    "  [announce] is set and something was announced, else stops; SIGINT, or\n"
+    "  SIGTERM during a drain, stops at once\n"
     "example (test mode on a veth; net_pcap passes frames as on the wire, fragments included):\n"
     "  maglb --no-huge --no-pci -l 0,1 --file-prefix lb1 --vdev=net_pcap0,iface=veth0,phy_mac=1 \\\n"
     "        -- --config /etc/maglb.toml\n";

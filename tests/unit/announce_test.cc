@@ -71,7 +71,7 @@ std::unique_ptr<const LbState> Build(const Config& c, std::map<std::string, bool
   return s.ok() ? *std::move(s) : nullptr;
 }
 
-const AnnounceReadiness kLive{.workers_live = true, .draining = false, .why_not_live = {}, .drain_reason = {}};
+const AnnounceReadiness kLive{.workers_live = true, .draining = false, .why_not_live = {}, .drain_reason = {}, .first_check_pending = {}};
 
 // A copy: the decisions are often a temporary.
 AddressAnnouncement For(const std::vector<AddressAnnouncement>& all, std::string_view addr) {
@@ -97,13 +97,13 @@ TEST(Announce, OneRoutePerAddressWhileABackendServes) {
 TEST(Announce, NothingWhileWorkersAreNotLiveOrWhileDraining) {
   auto s = Build(FleetConfig(), {}, {{"d1", true}});
   AnnounceReadiness stalled{.workers_live = false, .draining = false,
-                            .why_not_live = "workers stalled for 1200 ms", .drain_reason = {}};
+                            .why_not_live = "workers stalled for 1200 ms", .drain_reason = {}, .first_check_pending = {}};
   for (const auto& a : DecideAnnouncements(*s, stalled)) {
     EXPECT_FALSE(a.announce);
     EXPECT_EQ(a.reason, "workers stalled for 1200 ms");
   }
   AnnounceReadiness draining{.workers_live = true, .draining = true, .why_not_live = {},
-                             .drain_reason = "draining on SIGTERM"};
+                             .drain_reason = "draining on SIGTERM", .first_check_pending = {}};
   for (const auto& a : DecideAnnouncements(*s, draining)) {
     EXPECT_FALSE(a.announce);
     EXPECT_EQ(a.reason, "draining on SIGTERM");
@@ -140,6 +140,21 @@ TEST(Announce, EveryBackendDownWithdrawsEvenIfTheTableIsKept) {
   EXPECT_FALSE(shared.announce);
   EXPECT_THAT(shared.reason, HasSubstr("web: a down, b down, c down"));
   EXPECT_THAT(shared.reason, HasSubstr("dns: a down"));
+}
+
+TEST(Announce, ABackendWhoseCheckHasNotAnsweredYetDoesNotServe) {
+  auto s = Build(FleetConfig(), {}, {{"d1", true}});
+  AnnounceReadiness r = kLive;
+  r.first_check_pending = [](std::string_view vip, std::string_view backend) {
+    return (vip == "web" && backend != "c") || vip == "dns";
+  };
+  const auto shared = For(DecideAnnouncements(*s, r), "198.51.100.1");
+  EXPECT_TRUE(shared.announce) << "c's check answered";
+  EXPECT_EQ(shared.reason, "web: 1 of 3 backends serving");
+  r.first_check_pending = [](std::string_view vip, std::string_view) { return vip == "web" || vip == "dns"; };
+  const auto pending = For(DecideAnnouncements(*s, r), "198.51.100.1");
+  EXPECT_FALSE(pending.announce);
+  EXPECT_THAT(pending.reason, HasSubstr("web: a first check pending, b first check pending, c first check pending"));
 }
 
 TEST(Announce, WeightZeroEverywhereWithdraws) {
