@@ -435,6 +435,7 @@ def test():
         t_drain = time.time()
         r = run([MAGLBCTL, "drain", "--prefix", fleet.prefix("b")], timeout=15, check_rc=False)
         check(r.returncode == 0 and "draining" in r.stdout, "maglbctl drain b: %s" % r.stdout.strip())
+        fleet.signal("b", signal.SIGUSR1)  # a second drain asked meanwhile must not cut the first short
         time.sleep(4)
         t_term = time.time()
         fleet.signal("c", signal.SIGTERM)
@@ -449,6 +450,8 @@ def test():
                                   stall_summary([c for c in conns if before[c["sport"]] == "c"]),
                                   stall_summary([c for c in conns if before[c["sport"]] == "a"])))
         check(not broken, "drain and SIGTERM: 0 of %d connections broken (%s)" % (len(conns), broken[:3]))
+        check("drain (SIGUSR1) ignored: already draining" in fleet.read_log("b"),
+              "a second SIGUSR1 during b's drain was ignored")
         check(rc_b == 0 and rc_c == 0 and "stopped on SIGUSR1 after a drain" in fleet.read_log("b")
               and "stopped on SIGTERM after a drain" in fleet.read_log("c"),
               "b and c exited 0 after their %d s drain" % DRAIN_S)
