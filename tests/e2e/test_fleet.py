@@ -269,7 +269,9 @@ class RouteWatch:
     def loop(self):
         while not self.stop:
             try:
-                self.samples.append((time.time(), frozenset(self.fleet.nexthops())))
+                hops = frozenset(self.fleet.nexthops())
+                # Stamped once read: a sample never claims a route earlier than it saw it.
+                self.samples.append((time.time(), hops))
             except (TestFailure, ValueError):
                 pass
             time.sleep(0.01)
