@@ -28,14 +28,16 @@ namespace maglb {
 const char kDrainUsage[] =
     "  maglbctl drain [--prefix PREFIX | --socket PATH] [--wait [--timeout-s N]]\n"
     "      a graceful stop of a maglb that announces its VIPs ([announce]):\n"
-    "      sends it SIGUSR1 (the pid its telemetry socket names, once /proc\n"
-    "      says it is a maglb); maglb withdraws every route, forwards for\n"
+    "      sends it SIGUSR1 (the pid its telemetry socket names, once the\n"
+    "      kernel says that process serves the socket and /proc says it is a\n"
+    "      maglb); maglb withdraws every route, forwards for\n"
     "      [announce] drain_s so the router moves traffic away, then exits.\n"
     "      Refused when maglb announces nothing (stop it with SIGTERM); not\n"
     "      signalled again when already draining (maglb ignores a second\n"
     "      SIGUSR1; SIGTERM then stops it at once). --wait: until it has exited, at most N s (default: the\n"
     "      drain's end + 30 s). Exit 0: draining (--wait: stopped); 1: not\n"
-    "      signalled (the pid is no maglb, no permission); 2: a wrong command\n"
+    "      signalled (the pid is not the socket's server, no maglb, or in\n"
+    "      another pid namespace; no permission); 2: a wrong command\n"
     "      line, or nothing announced; 3: the instance could not be read, or\n"
     "      --wait timed out\n";
 
@@ -222,6 +224,31 @@ class Process {
   int pidfd_ = -1;
 };
 
+absl::Status CheckServer(const telemetry::TelemetryClient& client, const std::string& socket_path,
+                         int greeting_pid) {
+  const std::optional<pid_t> peer = client.PeerPid();
+  if (!peer) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: the kernel does not say which process serves it (SO_PEERCRED failed), so its greeting's pid %d "
+        "cannot be trusted; nothing signalled",
+        socket_path, greeting_pid));
+  }
+  if (*peer == 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: the process serving it is in a pid namespace this one does not see (its greeting names pid %d "
+        "there); run maglbctl drain in maglb's pid namespace; nothing signalled",
+        socket_path, greeting_pid));
+  }
+  if (*peer != greeting_pid) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: its greeting names pid %d, but the process serving it is %d here: maglb runs in another pid "
+        "namespace (a container: run maglbctl drain inside it), or the socket is not served by the process it "
+        "names; nothing signalled",
+        socket_path, greeting_pid, *peer));
+  }
+  return absl::OkStatus();
+}
+
 int Fail(int rc, const std::string& message) {
   std::fprintf(stderr, "maglbctl drain: %s\n", message.c_str());
   return rc;
@@ -279,6 +306,13 @@ int CmdDrain(int argc, char** argv) {
   absl::StatusOr<int> pid = telemetry::GreetingPid(client.greeting());
   if (!pid.ok()) {
     return Fail(kExitUnreadable, absl::StrFormat("%s: %s; nothing signalled", socket_path, pid.status().message()));
+  }
+  // The greeting's pid is the server's own view: a maglb in a container
+  // names a pid of its namespace, which here may be any process (another
+  // maglb even). The kernel's word on who serves the socket, in this
+  // namespace, must agree.
+  if (absl::Status s = CheckServer(client, socket_path, *pid); !s.ok()) {
+    return Fail(kExitError, std::string(s.message()));
   }
   absl::StatusOr<AnnounceView> before = ReadAnnounce(client);
   if (!before.ok()) {

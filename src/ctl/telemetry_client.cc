@@ -86,6 +86,14 @@ absl::Status TelemetryClient::Connect(const std::string& path) {
   return absl::OkStatus();
 }
 
+std::optional<pid_t> TelemetryClient::PeerPid() const {
+  if (fd_ < 0) return std::nullopt;
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(fd_, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof(cred)) return std::nullopt;
+  return cred.pid;
+}
+
 absl::StatusOr<int> GreetingPid(const Json& greeting) {
   constexpr int64_t kPidMaxLimit = 4 * 1024 * 1024;  // PID_MAX_LIMIT on 64-bit Linux
   const Json* pid = Get(greeting, "pid");

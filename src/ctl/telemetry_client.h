@@ -5,6 +5,8 @@
 #ifndef MAGLB_CTL_TELEMETRY_CLIENT_H_
 #define MAGLB_CTL_TELEMETRY_CLIENT_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -49,6 +51,12 @@ class TelemetryClient {
   /// "max_output_len": 16384}), as it came: an empty object if it was not a
   /// JSON object. Nothing in it is checked; see GreetingPid.
   const Json& greeting() const { return greeting_; }
+  /// The pid of the process that serves the socket (the one that made it
+  /// listen), from the kernel (SO_PEERCRED), in the caller's pid namespace:
+  /// unlike the greeting's pid, which is the server's own view. nullopt when
+  /// not connected or the kernel tells none; 0 when the server is in a pid
+  /// namespace the caller does not see into.
+  std::optional<pid_t> PeerPid() const;
   /// Sends `cmd`; returns the value of its {"<cmd>": value} reply (null when
   /// the command failed or is unknown), and in `raw` its text if not null.
   /// A reply that is not JSON, or nested deeper than any of maglb's, is an

@@ -17,16 +17,16 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "dataplane/rtnetlink_internal.h"
 
 namespace maglb {
 namespace {
 
-// Every request here fits one page; answers (an ack or an error quoting the
-// request) too.
-constexpr size_t kBufferSize = 8192;
-// A route dump comes in batches the kernel sizes by the reader's buffer, at
-// most 32 KiB; a smaller buffer would truncate one.
-constexpr size_t kDumpBufferSize = 32768;
+// Every request here fits one page. What is received can be bigger: a route
+// dump comes in batches the kernel sizes by the reader's buffer, at most
+// 32 KiB (a smaller buffer would truncate one), and a batch of a dump someone
+// else asked for on this socket may come while a request waits for its ack.
+constexpr size_t kBufferSize = 32768;
 // FlushRoutes dumps and deletes until a dump finds none left; a table that
 // refills faster than this many rounds is someone else's fight.
 constexpr int kMaxFlushRounds = 16;
@@ -69,22 +69,6 @@ void PutTable(nlmsghdr* nlh, rtmsg* rtm, uint32_t table) {
   mnl_attr_put_u32(nlh, RTA_TABLE, table);
 }
 
-// One route of a dump, as much of it as it takes to delete just that route.
-struct DumpedRoute {
-  rtmsg header;
-  uint32_t table = 0;
-  std::array<uint8_t, 16> dst{};
-  bool has_dst = false;
-  uint32_t oif = 0;
-  std::optional<uint32_t> priority;
-};
-
-struct DumpFilter {
-  uint32_t table;
-  uint8_t protocol;
-  std::vector<DumpedRoute>* out;
-};
-
 int RouteAttribute(const nlattr* attr, void* data) {
   auto** tb = static_cast<const nlattr**>(data);
   const int type = mnl_attr_get_type(attr);
@@ -93,25 +77,60 @@ int RouteAttribute(const nlattr* attr, void* data) {
   return MNL_CB_OK;
 }
 
-int OnDumpedRoute(const nlmsghdr* nlh, void* data) {
-  const auto* filter = static_cast<const DumpFilter*>(data);
-  if (nlh->nlmsg_type != RTM_NEWROUTE) return MNL_CB_OK;
-  const auto* rtm = static_cast<const rtmsg*>(mnl_nlmsg_get_payload(nlh));
-  if (rtm->rtm_family != AF_INET && rtm->rtm_family != AF_INET6) return MNL_CB_OK;
-  if (rtm->rtm_protocol != filter->protocol) return MNL_CB_OK;
+// The errno a netlink error message carries; EPROTO for one that carries
+// none a kernel sends (positive, or past the errno range).
+int ErrnoOf(int error) { return error < 0 && error > -4096 ? -error : EPROTO; }
+
+// Receives one datagram into `buf`, again when a signal interrupted the wait.
+ssize_t Receive(mnl_socket* socket, char* buf, size_t size) {
+  for (;;) {
+    const ssize_t n = mnl_socket_recvfrom(socket, buf, size);
+    if (n >= 0 || errno != EINTR) return n;
+  }
+}
+
+}  // namespace
+
+namespace rtnetlink_internal {
+
+bool Answers(const nlmsghdr* nlh, uint32_t seq, uint32_t port_id) {
+  // The kernel stamps its answers with the requester's port (0 on some old
+  // paths): any other port is someone else's conversation.
+  return nlh->nlmsg_seq == seq && (nlh->nlmsg_pid == 0 || nlh->nlmsg_pid == port_id);
+}
+
+std::optional<int> FindAck(const char* buf, size_t len, uint32_t seq, uint32_t port_id) {
+  int left = static_cast<int>(len);
+  for (auto* nlh = reinterpret_cast<const nlmsghdr*>(buf); mnl_nlmsg_ok(nlh, left);
+       nlh = mnl_nlmsg_next(nlh, &left)) {
+    if (!Answers(nlh, seq, port_id) || nlh->nlmsg_type != NLMSG_ERROR) continue;
+    if (mnl_nlmsg_get_payload_len(nlh) < sizeof(nlmsgerr)) return EBADMSG;
+    nlmsgerr err;
+    std::memcpy(&err, mnl_nlmsg_get_payload(nlh), sizeof(err));
+    return err.error == 0 ? 0 : ErrnoOf(err.error);
+  }
+  return std::nullopt;
+}
+
+std::optional<DumpedRoute> ParseRoute(const nlmsghdr* nlh, uint32_t table, uint8_t protocol) {
+  if (nlh->nlmsg_type != RTM_NEWROUTE) return std::nullopt;
+  // A message too short for its rtmsg would be read past its end.
+  if (mnl_nlmsg_get_payload_len(nlh) < sizeof(rtmsg)) return std::nullopt;
+  rtmsg rtm;
+  std::memcpy(&rtm, mnl_nlmsg_get_payload(nlh), sizeof(rtm));
+  if (rtm.rtm_family != AF_INET && rtm.rtm_family != AF_INET6) return std::nullopt;
+  if (rtm.rtm_protocol != protocol) return std::nullopt;
   const nlattr* tb[RTA_MAX + 1] = {};
-  // Never MNL_CB_ERROR: the rest of the dump would be left to answer the
-  // next request. A message that does not parse is skipped.
-  if (mnl_attr_parse(nlh, sizeof(rtmsg), RouteAttribute, tb) < 0) return MNL_CB_OK;
+  if (mnl_attr_parse(nlh, sizeof(rtmsg), RouteAttribute, tb) < 0) return std::nullopt;
   DumpedRoute r;
-  r.header = *rtm;
+  r.header = rtm;
   r.table = tb[RTA_TABLE] != nullptr && mnl_attr_get_payload_len(tb[RTA_TABLE]) == 4
                 ? mnl_attr_get_u32(tb[RTA_TABLE])
-                : rtm->rtm_table;
-  if (r.table != filter->table) return MNL_CB_OK;
-  const size_t length = rtm->rtm_family == AF_INET6 ? 16 : 4;
+                : rtm.rtm_table;
+  if (r.table != table) return std::nullopt;
+  const size_t length = rtm.rtm_family == AF_INET6 ? 16 : 4;
   if (tb[RTA_DST] != nullptr) {
-    if (mnl_attr_get_payload_len(tb[RTA_DST]) != length) return MNL_CB_OK;
+    if (mnl_attr_get_payload_len(tb[RTA_DST]) != length) return std::nullopt;
     std::memcpy(r.dst.data(), mnl_attr_get_payload(tb[RTA_DST]), length);
     r.has_dst = true;
   }
@@ -121,24 +140,47 @@ int OnDumpedRoute(const nlmsghdr* nlh, void* data) {
   if (tb[RTA_PRIORITY] != nullptr && mnl_attr_get_payload_len(tb[RTA_PRIORITY]) == 4) {
     r.priority = mnl_attr_get_u32(tb[RTA_PRIORITY]);
   }
-  filter->out->push_back(r);
-  return MNL_CB_OK;
+  return r;
 }
 
-// The end of a dump carries the errno of a dump that failed midway.
-int OnDumpDone(const nlmsghdr* nlh, void*) {
-  if (mnl_nlmsg_get_payload_len(nlh) >= sizeof(int)) {
-    int error;
-    std::memcpy(&error, mnl_nlmsg_get_payload(nlh), sizeof(error));
-    if (error < 0) {
-      errno = -error;
-      return MNL_CB_ERROR;
+void ReadDumpBatch(const char* buf, size_t len, Dump* dump) {
+  int left = static_cast<int>(len);
+  for (auto* nlh = reinterpret_cast<const nlmsghdr*>(buf); mnl_nlmsg_ok(nlh, left);
+       nlh = mnl_nlmsg_next(nlh, &left)) {
+    if (!Answers(nlh, dump->seq, dump->port_id)) continue;
+    if (nlh->nlmsg_flags & NLM_F_DUMP_INTR) dump->interrupted = true;
+    if (nlh->nlmsg_type == NLMSG_DONE) {
+      // Its payload, where there is one, is the errno of a dump that failed
+      // midway.
+      if (mnl_nlmsg_get_payload_len(nlh) >= sizeof(int)) {
+        int error;
+        std::memcpy(&error, mnl_nlmsg_get_payload(nlh), sizeof(error));
+        if (error != 0) dump->error = ErrnoOf(error);
+      }
+      dump->done = true;
+      return;
+    }
+    if (nlh->nlmsg_type == NLMSG_ERROR) {
+      if (mnl_nlmsg_get_payload_len(nlh) < sizeof(nlmsgerr)) {
+        dump->error = EBADMSG;
+      } else {
+        nlmsgerr err;
+        std::memcpy(&err, mnl_nlmsg_get_payload(nlh), sizeof(err));
+        if (err.error != 0) dump->error = ErrnoOf(err.error);
+      }
+      dump->done = true;
+      return;
+    }
+    if (std::optional<DumpedRoute> r = ParseRoute(nlh, dump->table, dump->protocol)) {
+      dump->routes.push_back(*r);
     }
   }
-  return MNL_CB_STOP;
 }
 
-}  // namespace
+}  // namespace rtnetlink_internal
+
+using rtnetlink_internal::Dump;
+using rtnetlink_internal::DumpedRoute;
 
 Rtnetlink::Rtnetlink(mnl_socket* socket)
     : socket_(socket), port_id_(mnl_socket_get_portid(socket)),
@@ -165,6 +207,15 @@ absl::StatusOr<Rtnetlink> Rtnetlink::Open() {
   return Rtnetlink(s);
 }
 
+void Rtnetlink::DiscardQueued() {
+  // Each read lets the kernel queue a running dump's next batch, so this
+  // reads until a dump is over and nothing is left.
+  while (recv(mnl_socket_get_fd(socket_), buf_.get(), kBufferSize, MSG_DONTWAIT) >= 0 || errno == EINTR) {
+  }
+}
+
+int Rtnetlink::fd_for_test() const { return mnl_socket_get_fd(socket_); }
+
 absl::Status Rtnetlink::Request(const char* what, int* kernel_error) {
   *kernel_error = 0;
   auto* nlh = reinterpret_cast<nlmsghdr*>(buf_.get());
@@ -172,20 +223,23 @@ absl::Status Rtnetlink::Request(const char* what, int* kernel_error) {
   if (mnl_socket_sendto(socket_, nlh, nlh->nlmsg_len) < 0) {
     return absl::UnavailableError(absl::StrFormat("%s: netlink send: %s", what, std::strerror(errno)));
   }
+  // Messages that answer another request (a stray reply, what is left of an
+  // earlier dump) are read and skipped until our own answer comes: else
+  // every later request would read its predecessor's.
   for (;;) {
-    const ssize_t n = mnl_socket_recvfrom(socket_, buf_.get(), kBufferSize);
+    const ssize_t n = Receive(socket_, buf_.get(), kBufferSize);
+    if (n < 0 && errno == ENOSPC) continue;  // truncated: bigger than any answer of ours
     if (n < 0) {
       return absl::UnavailableError(absl::StrFormat("%s: netlink receive: %s", what, std::strerror(errno)));
     }
-    // The acknowledgement (MNL_CB_STOP) or the kernel's error (-1, errno).
-    const int rc = mnl_cb_run(buf_.get(), static_cast<size_t>(n), seq, port_id_, nullptr, nullptr);
-    if (rc == MNL_CB_STOP) return absl::OkStatus();
-    if (rc < 0) {
-      *kernel_error = errno;
-      return absl::Status(
-          *kernel_error == EPERM ? absl::StatusCode::kPermissionDenied : absl::StatusCode::kInternal,
-          absl::StrFormat("%s: %s", what, std::strerror(*kernel_error)));
-    }
+    const std::optional<int> answer =
+        rtnetlink_internal::FindAck(buf_.get(), static_cast<size_t>(n), seq, port_id_);
+    if (!answer) continue;
+    if (*answer == 0) return absl::OkStatus();
+    *kernel_error = *answer;
+    return absl::Status(
+        *kernel_error == EPERM ? absl::StatusCode::kPermissionDenied : absl::StatusCode::kInternal,
+        absl::StrFormat("%s: %s", what, std::strerror(*kernel_error)));
   }
 }
 
@@ -277,10 +331,8 @@ absl::StatusOr<int> Rtnetlink::FlushRoutes(uint32_t table, uint8_t protocol) {
   // million); without it the filter below does the same work in here.
   int strict = 1;
   mnl_socket_setsockopt(socket_, NETLINK_GET_STRICT_CHK, &strict, sizeof(strict));
-  std::unique_ptr<char[]> dump(new char[kDumpBufferSize]);
   int deleted = 0;
   for (int round = 0; round < kMaxFlushRounds; ++round) {
-    std::vector<DumpedRoute> routes;
     nlmsghdr* nlh = mnl_nlmsg_put_header(buf_.get());
     nlh->nlmsg_type = RTM_GETROUTE;
     nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
@@ -289,30 +341,45 @@ absl::StatusOr<int> Rtnetlink::FlushRoutes(uint32_t table, uint8_t protocol) {
     rtm->rtm_family = AF_UNSPEC;  // both families; a missing table is then no error
     rtm->rtm_protocol = protocol;
     PutTable(nlh, rtm, table);
-    const uint32_t seq = nlh->nlmsg_seq;
+    Dump dump;
+    dump.seq = nlh->nlmsg_seq;
+    dump.port_id = port_id_;
+    dump.table = table;
+    dump.protocol = protocol;
     if (mnl_socket_sendto(socket_, nlh, nlh->nlmsg_len) < 0) {
       return absl::UnavailableError(
           absl::StrFormat("dumping routes of table %u: netlink send: %s", table, std::strerror(errno)));
     }
-    DumpFilter filter{table, protocol, &routes};
-    for (;;) {
-      const ssize_t n = mnl_socket_recvfrom(socket_, dump.get(), kDumpBufferSize);
+    // To its end (NLMSG_DONE or NLMSG_ERROR) whatever comes: what is left
+    // unread would be there for the next request to skip.
+    while (!dump.done) {
+      const ssize_t n = Receive(socket_, buf_.get(), kBufferSize);
+      if (n < 0 && errno == ENOSPC) {  // a batch lost: never with this buffer
+        dump.interrupted = true;
+        continue;
+      }
       if (n < 0) {
         return absl::UnavailableError(absl::StrFormat("dumping routes of table %u: netlink receive: %s",
                                                       table, std::strerror(errno)));
       }
-      mnl_cb_t control[NLMSG_MIN_TYPE] = {};
-      control[NLMSG_DONE] = OnDumpDone;
-      const int rc = mnl_cb_run2(dump.get(), static_cast<size_t>(n), seq, port_id_, OnDumpedRoute, &filter,
-                                 control, NLMSG_MIN_TYPE);
-      if (rc == MNL_CB_STOP) break;
-      // An error ends the dump: nothing of it is left to read.
-      if (rc < 0) {
-        return absl::InternalError(
-            absl::StrFormat("dumping routes of table %u: %s", table, std::strerror(errno)));
-      }
+      rtnetlink_internal::ReadDumpBatch(buf_.get(), static_cast<size_t>(n), &dump);
     }
-    if (routes.empty()) return deleted;
+    if (dump.error == EBUSY) {
+      // Another dump on this socket is still running (one a failed receive
+      // left, or someone's on the same socket): the kernel runs one at a
+      // time. Reading it to its end ends it.
+      DiscardQueued();
+      continue;
+    }
+    if (dump.error != 0) {
+      return absl::InternalError(
+          absl::StrFormat("dumping routes of table %u: %s", table, std::strerror(dump.error)));
+    }
+    const std::vector<DumpedRoute>& routes = dump.routes;
+    // The table changed while it was dumped: routes may be missing from it,
+    // so an empty one proves nothing; those it has are deleted all the same
+    // and the next round dumps again.
+    if (routes.empty() && !dump.interrupted) return deleted;
     for (const DumpedRoute& r : routes) {
       nlmsghdr* del = mnl_nlmsg_put_header(buf_.get());
       del->nlmsg_type = RTM_DELROUTE;

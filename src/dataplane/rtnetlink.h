@@ -57,11 +57,17 @@ class Rtnetlink {
   /// Routes of other protocols in the table stay.
   absl::StatusOr<int> FlushRoutes(uint32_t table, uint8_t protocol);
 
+  /// The socket, for tests that put others' messages in its way.
+  int fd_for_test() const;
+
  private:
   explicit Rtnetlink(mnl_socket* socket);
-  // Sends the request in buf_ and waits for its acknowledgement;
-  // *kernel_error: the errno the kernel answered, or 0.
+  // Sends the request in buf_ and waits for its acknowledgement, skipping
+  // whatever answers another request; *kernel_error: the errno the kernel
+  // answered, or 0.
   absl::Status Request(const char* what, int* kernel_error);
+  // Reads and drops everything queued in the socket, without waiting.
+  void DiscardQueued();
   // RTM_NEWROUTE / RTM_DELROUTE of one route, after the checks above.
   absl::Status RouteRequest(uint16_t type, uint16_t flags, uint32_t table, uint8_t protocol, int ifindex,
                             const IpAddress& address, uint8_t prefix_len, int* kernel_error);
