@@ -198,7 +198,13 @@ void AnnounceTask::Tick() {
   }
   if (config.table != table_ || config.route_protocol != protocol_) {
     // A reload moved the routes: out of the old table, into the new below;
-    // not before the old one is clean (retried every interval).
+    // not before the old one is clean (retried every interval). No old table
+    // ([announce] off since the start; table 0 names none): the new one is
+    // cleaned of an earlier run's routes instead, as Start does.
+    if (table_ == 0) {
+      table_ = config.table;
+      protocol_ = config.route_protocol;
+    }
     if (!WithdrawAll(absl::StrFormat("[announce] moved to table %u protocol %u", config.table,
                                      config.route_protocol))) {
       return;
