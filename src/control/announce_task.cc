@@ -182,6 +182,7 @@ AnnounceReadiness AnnounceTask::Readiness(const AnnounceConfig&) {
 void AnnounceTask::Tick() {
   const LbState* state = options_.publisher->Current();  // this thread publishes: it stays
   const AnnounceConfig& config = state->config().announce;
+  watch_.Configure(config);  // off too: a watch with the old config would flush a table no longer ours
   if (!config.enabled()) {
     if (!installed_.empty()) WithdrawAll("[announce] removed by a reload");
     if (state_ != "off") PublishStatus({}, "off", 0);
@@ -189,7 +190,6 @@ void AnnounceTask::Tick() {
     return;
   }
   RearmTimer(config.interval_ms);
-  watch_.Configure(config);
   if (const uint64_t flushes = watch_.flushes(); flushes != watch_flushes_seen_) {
     // The watch emptied the table during a stall; a route added just after
     // its dump may have survived: start again from an empty table.
@@ -361,6 +361,8 @@ void AnnounceTask::Drain(const std::string& why, EventLoop::Callback done) {
 }
 
 void AnnounceTask::Stop() {
+  if (timer_ != 0) loop_->CancelTimer(timer_);  // no Tick may announce after this
+  timer_ = 0;
   watch_.Stop();
   if (netlink_ && !installed_.empty()) WithdrawAll("maglb stopping");
 }
