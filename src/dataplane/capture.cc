@@ -3,7 +3,9 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_pdump.h>
+#include <unistd.h>
 
+#include <string>
 #include <string_view>
 
 #include "absl/strings/str_format.h"
@@ -27,12 +29,21 @@ CaptureService CaptureService::Start() {
         false, "warning: packet capture unavailable: with --no-huge maglb's memory is private, so "
                "dpdk-dumpcap and dpdk-pdump cannot attach; start maglb on hugepages to capture");
   }
+  // A secondary process maps the shared config and talks over the primary's
+  // socket, both in the runtime directory; --in-memory (or --no-shconf)
+  // makes neither, though rte_pdump_init succeeds.
+  const std::string runtime_dir = rte_eal_get_runtime_dir();
+  for (const char* file : {"config", "mp_socket"}) {
+    if (access((runtime_dir + "/" + file).c_str(), F_OK) != 0) {
+      return CaptureService(
+          false, absl::StrFormat("warning: packet capture unavailable: no %s/%s (--in-memory or "
+                                 "--no-shconf), so dpdk-dumpcap and dpdk-pdump cannot attach",
+                                 runtime_dir, file));
+    }
+  }
   if (rte_pdump_init() != 0) {
-    // --in-memory (or --no-shconf) turns the multi-process channel off.
-    return CaptureService(
-        false, absl::StrFormat("warning: packet capture unavailable: rte_pdump_init: %s (with "
-                               "--in-memory no secondary process can attach)",
-                               rte_strerror(rte_errno)));
+    return CaptureService(false, absl::StrFormat("warning: packet capture unavailable: rte_pdump_init: %s",
+                                                 rte_strerror(rte_errno)));
   }
   const std::string_view prefix = FilePrefix();
   return CaptureService(

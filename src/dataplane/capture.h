@@ -25,7 +25,8 @@ class CaptureService {
   /// Starts answering capture requests where a secondary process can
   /// attach: not with --no-huge (maglb's memory is then private: a tool
   /// could not map it, and a pointer of the tool's would mean nothing here)
-  /// nor --in-memory (no multi-process channel). note() says which.
+  /// nor --in-memory / --no-shconf (no shared config, no socket to ask
+  /// over). note() says which.
   static CaptureService Start();
 
   CaptureService(CaptureService&& other) noexcept
