@@ -33,6 +33,7 @@
 #include "control/controller.h"
 #include "control/log.h"
 #include "control/telemetry.h"
+#include "dataplane/capture.h"
 #include "dataplane/dpdk_owners.h"
 #include "dataplane/eal.h"
 #include "dataplane/kernel_port.h"
@@ -522,6 +523,10 @@ absl::Status Serve(CommandLine& cmd) {
   std::vector<unsigned> worker_lcores;
   absl::StatusOr<Eal> eal = StartEal(cmd.eal_argv, &worker_lcores);
   if (!eal.ok()) return eal.status();
+  // dpdk-dumpcap / dpdk-pdump may attach from here on (capture.h); stops
+  // answering when Serve returns, before the EAL goes.
+  CaptureService capture = CaptureService::Start();
+  LogLine(capture.note());
   absl::StatusOr<Ports> ports =
       SetUpPorts(cmd.app, static_cast<uint16_t>(worker_lcores.size()), config->lb.mtu);
   if (!ports.ok()) return ports.status();

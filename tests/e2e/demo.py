@@ -5,6 +5,7 @@ a long download streams. Uses the e2e harness (lbtest), so everything is torn
 down however it ends."""
 import os
 import re
+import signal
 import subprocess
 import time
 
@@ -109,11 +110,46 @@ def show_health(tb):
     show_distribution(tb, "gre", 120)
 
 
+def show_capture(tb):
+    banner("Packet capture: dpdk-dumpcap attached to the running maglb, tshark decoding")
+    path = os.path.join(tb.tmp, "demo.pcapng")
+    cmd = ["dpdk-dumpcap", "--file-prefix", tb.prefix, "-i", "net_pcap0", "-w", path]
+    print("  # ip netns exec mlb-lb " + " ".join(cmd))
+    err_path = path + ".err"
+    with open(err_path, "w") as err:
+        p = subprocess.Popen(["ip", "netns", "exec", "mlb-lb"] + cmd, stdout=subprocess.DEVNULL, stderr=err)
+    deadline = time.time() + 30
+    while "Packets captured:" not in open(err_path).read():  # its callbacks are in
+        if p.poll() is not None or time.time() > deadline:
+            p.kill()
+            raise lbtest.TestFailure("dpdk-dumpcap did not start:\n" + open(err_path).read())
+        time.sleep(0.1)
+    print("  one curl through web-gre, one through web-ipip, then Ctrl-C")
+    for mode in ("gre", "ipip"):
+        tb.curl_many(VIP[mode], 1)
+    p.send_signal(signal.SIGINT)
+    p.wait(timeout=15)
+    print("  " + open(err_path).read().strip().splitlines()[-1])
+    # The client's SYNs only (health probes of the backends are SYNs too).
+    syns = "ip.src == 10.0.1.2 && tcp.flags.syn == 1 && tcp.flags.ack == 0"
+    print("  # tshark -r demo.pcapng -Y '%s'   (each SYN in, and out to a backend)" % syns)
+    r = run(["tshark", "-r", path, "-Y", syns, "-T", "fields",
+             "-e", "frame.packet_flags_direction", "-e", "ip.src", "-e", "ip.dst", "-e", "ip.proto",
+             "-e", "tcp.srcport", "-e", "tcp.dstport"])
+    for line in r.stdout.splitlines():
+        direction, src, dst, proto, sport, dport = line.split("\t")
+        hops = list(zip(src.split(","), dst.split(","), proto.split(",")))
+        outer = "".join("%s > %s %s | " % (s, d, {"47": "GRE", "4": "IP-in-IP"}[pr]) for s, d, pr in hops[:-1])
+        print("    %-3s %s%s:%s > %s:%s TCP SYN" % ("in" if int(direction, 16) & 3 == 1 else "out", outer,
+                                                 hops[-1][0], sport, hops[-1][1], dport))
+
+
 def main():
     backends = {m: {"be1": 1, "be2": 1, "be3": 1} for m in VIP}
     banner("Test topology: client -> router -> maglb (DPDK net_pcap on a veth) -> be1..be3, "
            "replies straight back (DSR)")
-    with lbtest.Testbed(with_health(lbtest.config_text(backends))) as tb:
+    # On hugepages, so that dpdk-dumpcap can attach (show_capture).
+    with lbtest.Testbed(with_health(lbtest.config_text(backends)), hugepages=True) as tb:
         print([x for x in tb.read_log().splitlines() if "started:" in x][0])
         print("  backends decapsulate GRE / IP-in-IP in user space (maglb-decap); L2 DSR needs none")
 
@@ -152,6 +188,7 @@ def main():
         print("\n".join(out.split("\n\n")[:2]))
 
         show_health(tb)
+        show_capture(tb)
         banner("Stopping maglb (SIGTERM) and tearing the testbed down")
 
 

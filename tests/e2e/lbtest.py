@@ -42,6 +42,10 @@ UDP_PORT = 7777
 LOCK_PATH = "/run/mlb-testbed.lock"
 LOCK_WAIT_S = 240
 DPDK_RUN_DIR = "/var/run/dpdk"
+NR_HUGEPAGES = "/proc/sys/vm/nr_hugepages"  # of the default size (2 MB on x86)
+# Hugepages for a capture tool beside maglb's -m: dpdk-dumpcap's pool (4096
+# buffers of ~2.4 KB: 10 MB), its ring and heap, rounded up generously.
+CAPTURE_HEADROOM_MB = 64
 
 
 class TestFailure(Exception):
@@ -139,13 +143,21 @@ def port_vdevs(workers, two_arm):
 class Testbed:
     """Context manager: testbed up + maglb running; down and checks on exit."""
 
-    def __init__(self, config=None, workers=1, two_arm=False, link_mtu=1500):
+    def __init__(self, config=None, workers=1, two_arm=False, link_mtu=1500, hugepages=False):
         """link_mtu: the MTU of the testbed's links other than the LB's own
-        (scripts/testbed.sh MLB_TESTBED_MTU); 9000 for jumbo frames."""
+        (scripts/testbed.sh MLB_TESTBED_MTU); 9000 for jumbo frames.
+        hugepages: run maglb on hugepages (shared memory, so that DPDK
+        secondary processes such as dpdk-dumpcap can attach) instead of
+        --no-huge: reserves 2 MB pages for its -m plus CAPTURE_HEADROOM_MB
+        and mounts a hugetlbfs of its own (self.huge_dir), both undone at
+        teardown; exit 77 (skipped) when the kernel gives fewer pages."""
         self.config = config or config_text()
         self.workers = workers
         self.two_arm = two_arm
         self.link_mtu = link_mtu
+        self.hugepages = hugepages
+        self.huge_dir = None
+        self.saved_nr_hugepages = None  # set while our reservation stands
         self.prefix = "mlb-e2e-%d" % os.getpid()
         self.proc = None
         self.stopped_rc = None  # exit code of a maglb the test stopped itself (stop())
@@ -174,6 +186,8 @@ class Testbed:
         with open(self.config_path, "w") as f:
             f.write(self.config)
         try:
+            if self.hugepages:
+                self.reserve_hugepages()
             r = subprocess.run([TESTBED, "up"], capture_output=True, text=True, timeout=60,
                                env=self.testbed_env(), pass_fds=(self.lock.fileno(),))
             if r.returncode != 0:
@@ -187,6 +201,57 @@ class Testbed:
             raise
         return self
 
+    def memory_mb(self):
+        # Jumbo MTUs take ~9 KB packet buffers (4x the memory of 2 KB ones).
+        return 256 if self.link_mtu <= 1500 else 768
+
+    def reserve_hugepages(self):
+        """Raises nr_hugepages by what maglb (-m) and a capture tool need and
+        mounts a hugetlbfs for them; teardown undoes both."""
+        with open("/proc/meminfo") as f:
+            meminfo = dict(line.split(":", 1) for line in f)
+        page_kb = int(meminfo["Hugepagesize"].split()[0])
+        if page_kb != 2048:
+            print("skipped: the default hugepage size is %d kB, not 2048" % page_kb)
+            sys.exit(77)
+        wanted = (self.memory_mb() + CAPTURE_HEADROOM_MB) // 2
+        with open(NR_HUGEPAGES) as f:
+            before = int(f.read())
+        try:
+            with open(NR_HUGEPAGES, "w") as f:
+                f.write(str(before + wanted))
+        except OSError as e:
+            print("skipped: cannot reserve hugepages (%s)" % e)
+            sys.exit(77)
+        self.saved_nr_hugepages = before
+        with open(NR_HUGEPAGES) as f:
+            got = int(f.read()) - before
+        if got < wanted:
+            # Memory too fragmented (or a cgroup limit): the kernel gave fewer.
+            print("skipped: the kernel reserved %d of %d 2 MB hugepages" % (got, wanted))
+            sys.exit(77)
+        self.huge_dir = tempfile.mkdtemp(prefix="mlb-e2e-huge-")
+        run(["mount", "-t", "hugetlbfs", "-o", "pagesize=2M", "none", self.huge_dir])
+        log("hugepages: %d more 2 MB pages (nr_hugepages %d -> %d), hugetlbfs on %s" %
+            (wanted, before, before + got, self.huge_dir))
+
+    def release_hugepages(self):
+        """Unmounts our hugetlbfs (freeing the pages maglb's files held) and
+        puts nr_hugepages back; after maglb and every capture tool stopped."""
+        if self.huge_dir is not None:
+            if run(["umount", self.huge_dir], check_rc=False).returncode != 0:
+                # Still mapped by a straggler: detach now, freed when it exits.
+                run(["umount", "-l", self.huge_dir], check_rc=False)
+            try:
+                os.rmdir(self.huge_dir)
+            except OSError:
+                pass
+            self.huge_dir = None
+        if self.saved_nr_hugepages is not None:
+            with open(NR_HUGEPAGES, "w") as f:
+                f.write(str(self.saved_nr_hugepages))
+            self.saved_nr_hugepages = None
+
     def testbed_env(self):
         # testbed.sh takes LOCK_PATH itself; on our descriptor (inherited, the
         # same open file) it finds the lock already ours instead of waiting.
@@ -199,9 +264,8 @@ class Testbed:
         cpus = os.cpu_count() or 1
         lcores = ",".join(["0@0"] + ["%d@%d" % (i, 1 + (i - 1) % (cpus - 1) if cpus > 1 else 0)
                                      for i in range(1, self.workers + 1)])
-        # Jumbo MTUs take ~9 KB packet buffers (4x the memory of 2 KB ones).
-        memory = "256" if self.link_mtu <= 1500 else "768"
-        cmd = ["ip", "netns", "exec", "mlb-lb", MAGLB, "--no-huge", "--no-pci", "-m", memory,
+        memory = ["--huge-dir", self.huge_dir] if self.hugepages else ["--no-huge"]
+        cmd = ["ip", "netns", "exec", "mlb-lb", MAGLB, *memory, "--no-pci", "-m", str(self.memory_mb()),
                "--lcores", lcores, "--file-prefix", self.prefix, "--log-level", "lib.eal:warning"]
         cmd += port_vdevs(self.workers, self.two_arm)
         cmd += ["--", "--config", self.config_path, "--idle-sleep-us", "50"]
@@ -299,7 +363,10 @@ class Testbed:
         # outlives the process; maglb is stopped by now, so it is ours to remove.
         if self.proc is None:
             shutil.rmtree(os.path.join(DPDK_RUN_DIR, self.prefix), ignore_errors=True)
-        self.lock.close()  # releases the flock
+        try:
+            self.release_hugepages()
+        finally:
+            self.lock.close()  # releases the flock
 
     def __exit__(self, exc_type, exc, tb):
         try:
