@@ -52,6 +52,10 @@ class TestFailure(Exception):
     pass
 
 
+class HugepagesUnavailable(Exception):
+    """Testbed(hugepages=True) skips on it (exit 77); hugepages="try" runs on without."""
+
+
 def log(msg):
     print("[%s] %s" % (time.strftime("%H:%M:%S"), msg), flush=True)
 
@@ -187,7 +191,13 @@ class Testbed:
             f.write(self.config)
         try:
             if self.hugepages:
-                self.reserve_hugepages()
+                try:
+                    self.reserve_hugepages()
+                except HugepagesUnavailable as e:
+                    if self.hugepages != "try":
+                        print("skipped: %s" % e)
+                        sys.exit(77)
+                    log("no hugepages (%s): maglb runs with --no-huge, without packet capture" % e)
             r = subprocess.run([TESTBED, "up"], capture_output=True, text=True, timeout=60,
                                env=self.testbed_env(), pass_fds=(self.lock.fileno(),))
             if r.returncode != 0:
@@ -212,8 +222,7 @@ class Testbed:
             meminfo = dict(line.split(":", 1) for line in f)
         page_kb = int(meminfo["Hugepagesize"].split()[0])
         if page_kb != 2048:
-            print("skipped: the default hugepage size is %d kB, not 2048" % page_kb)
-            sys.exit(77)
+            raise HugepagesUnavailable("the default hugepage size is %d kB, not 2048" % page_kb)
         wanted = (self.memory_mb() + CAPTURE_HEADROOM_MB) // 2
         with open(NR_HUGEPAGES) as f:
             before = int(f.read())
@@ -221,15 +230,13 @@ class Testbed:
             with open(NR_HUGEPAGES, "w") as f:
                 f.write(str(before + wanted))
         except OSError as e:
-            print("skipped: cannot reserve hugepages (%s)" % e)
-            sys.exit(77)
+            raise HugepagesUnavailable("cannot reserve hugepages (%s)" % e)
         self.saved_nr_hugepages = before
         with open(NR_HUGEPAGES) as f:
             got = int(f.read()) - before
         if got < wanted:
             # Memory too fragmented (or a cgroup limit): the kernel gave fewer.
-            print("skipped: the kernel reserved %d of %d 2 MB hugepages" % (got, wanted))
-            sys.exit(77)
+            raise HugepagesUnavailable("the kernel reserved %d of %d 2 MB hugepages" % (got, wanted))
         self.huge_dir = tempfile.mkdtemp(prefix="mlb-e2e-huge-")
         run(["mount", "-t", "hugetlbfs", "-o", "pagesize=2M", "none", self.huge_dir])
         log("hugepages: %d more 2 MB pages (nr_hugepages %d -> %d), hugetlbfs on %s" %
