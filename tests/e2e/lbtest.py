@@ -271,7 +271,7 @@ class Testbed:
         cpus = os.cpu_count() or 1
         lcores = ",".join(["0@0"] + ["%d@%d" % (i, 1 + (i - 1) % (cpus - 1) if cpus > 1 else 0)
                                      for i in range(1, self.workers + 1)])
-        memory = ["--huge-dir", self.huge_dir] if self.hugepages else ["--no-huge"]
+        memory = ["--huge-dir", self.huge_dir] if self.huge_dir is not None else ["--no-huge"]
         cmd = ["ip", "netns", "exec", "mlb-lb", MAGLB, *memory, "--no-pci", "-m", str(self.memory_mb()),
                "--lcores", lcores, "--file-prefix", self.prefix, "--log-level", "lib.eal:warning"]
         cmd += port_vdevs(self.workers, self.two_arm)
