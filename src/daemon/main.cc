@@ -32,6 +32,7 @@
 #include "absl/strings/str_join.h"
 #include "control/controller.h"
 #include "control/log.h"
+#include "control/service_notify.h"
 #include "control/telemetry.h"
 #include "dataplane/dpdk_owners.h"
 #include "dataplane/eal.h"
@@ -442,6 +443,15 @@ void LogStarted(const AppArgs& args, const Config& config, const std::vector<uns
       config.lb.ipv6 ? config.lb.ipv6->ToString() : "-", rte_eal_get_runtime_dir()));
 }
 
+// systemd (Type=notify): generation 1 is published, the ports are up and the
+// workers poll them. After the "started:" line, so that a log reader that
+// sees the unit active also sees what it serves.
+void NotifyStarted(const Config& config) {
+  size_t backends = 0;
+  for (const VipConfig& v : config.vips) backends += v.backends.size();
+  NotifyReady(ServingStatus(1, config.vips.size(), backends));
+}
+
 // Telemetry answers from the controller while this lives.
 class TelemetryRegistration {
  public:
@@ -487,6 +497,7 @@ absl::Status RunControlLoop(const AppArgs& args, const Config& config, int signa
       LaunchWorkers(args, worker_lcores, ports, dp);
   if (!workers.ok()) return workers.status();
   LogStarted(args, config, worker_lcores, ports);
+  NotifyStarted(config);
 
   std::string why = controller.Run();
   telemetry.Unregister();
