@@ -11,6 +11,7 @@ PACKAGES=(
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev nlohmann-json3-dev
   libmnl-dev libcurl4-openssl-dev libcpp-httplib-dev ccache
+  systemd  # systemd.pc (the unit directory) and systemd-analyze (tests/install)
   bird2
   iproute2 ethtool nftables procps psmisc curl iputils-ping
   python3 python3-scapy python3-xxhash tshark

@@ -6,7 +6,9 @@
 
 #include <csignal>
 
+#include "absl/strings/str_format.h"
 #include "control/log.h"
+#include "control/service_notify.h"
 
 namespace maglb {
 
@@ -88,12 +90,17 @@ void Controller::HandleSignals() {
       StopLoop(name);
       return;
     } else {
+      // The service manager learns at once that this is the way out (its
+      // TimeoutStopSec must cover [announce] drain_s).
+      NotifyStopping(absl::StrFormat("draining (%s): routes withdrawn, forwarding until the drain ends",
+                                     name));
       announce_task_.Drain(name, [this, name] { StopLoop(name + " after a drain"); });
     }
   }
 }
 
 void Controller::StopLoop(std::string why) {
+  NotifyStopping(absl::StrFormat("stopping (%s)", why));
   stopped_by_ = std::move(why);
   loop_->Stop();
 }

@@ -4,10 +4,23 @@
 
 #include <chrono>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "control/log.h"
+#include "control/service_notify.h"
 
 namespace maglb {
+
+namespace {
+
+// What `systemctl status` shows while `state` serves.
+std::string ServingStatusOf(const LbState& state) {
+  size_t backends = 0;
+  for (const VipConfig& v : state.config().vips) backends += v.backends.size();
+  return ServingStatus(state.generation(), state.config().vips.size(), backends);
+}
+
+}  // namespace
 
 absl::Status ReloadTask::PublishFirst(const Config& config) {
   absl::StatusOr<std::unique_ptr<const LbState>> state =
@@ -114,6 +127,8 @@ void ReloadTask::RefuseReload(const std::string& why, const std::string& msg,
   }
   LogLine(absl::StrFormat("reload (%s) refused: %s; still serving generation %u", why, msg,
                           current.generation()));
+  // The service manager's reload ends here too: it is back to serving.
+  NotifyReady(absl::StrCat(ServingStatusOf(current), "; last reload refused: ", msg));
 }
 
 void ReloadTask::StartBuild() {
@@ -129,6 +144,10 @@ void ReloadTask::StartBuild() {
   job.options = options_.inputs->Capture();
   build_inputs_version_ = options_.inputs->version();
   builder_->Start(std::move(job));
+  // Until published or refused (NotifyReady in FinishBuild): `systemctl
+  // status` shows "reloading". A superseded build is followed by another.
+  NotifyReloading(absl::StrFormat("reloading (%s); serving generation %u", reload_why_,
+                                  current->generation()));
 }
 
 void ReloadTask::FinishBuild() {
@@ -192,6 +211,7 @@ void ReloadTask::FinishBuild() {
                                            "restart"
                                          : ""));
   options_.inputs->ConfigPublished(*options_.publisher->Current());
+  NotifyReady(ServingStatusOf(*options_.publisher->Current()));
 }
 
 void ReloadTask::FinishRebuild(BuildResult result, const LbState& current) {

@@ -109,10 +109,7 @@ Conntrack::Conntrack(const ConntrackConfig& config, const ConntrackKey& key)
   protect_above_[static_cast<uint32_t>(FlowState::kClosing)] = above(est, protect);
   protect_above_[static_cast<uint32_t>(FlowState::kUdp)] = above(udp, protect);
 
-  // 25% more ways than flows: greedy two-choice fills 80% of the ways with
-  // ~0.02% premature evictions (100%: ~4%), so `capacity` flows really fit.
-  uint64_t want = std::max<uint64_t>(uint64_t{config.capacity} * 5 / 4, 2 * kWays);
-  num_buckets_ = (want + kWays - 1) / kWays;
+  num_buckets_ = BucketsFor(config.capacity);
   headers_ = AllocateArray<BucketHeader>(num_buckets_, &headers_bytes_);
   entries_ = AllocateArray<ConntrackEntry>(num_buckets_ * kWays, &entries_bytes_);
   sweep_step_ns_ = std::max<uint64_t>((kSweepPeriodTicks << kTickShift) / num_buckets_, 1);
@@ -178,9 +175,8 @@ Conntrack::~Conntrack() {
 // rather than on the packet path.
 template <typename T>
 T* Conntrack::AllocateArray(size_t n, size_t* bytes) {
-  constexpr size_t kHugePage = size_t{2} << 20;
-  const size_t size = (n * sizeof(T) + kHugePage - 1) / kHugePage * kHugePage;
-  void* p = std::aligned_alloc(size >= kHugePage ? kHugePage : alignof(T), size);
+  const size_t size = AllocationBytes(n * sizeof(T));
+  void* p = std::aligned_alloc(size >= kAllocationUnit ? kAllocationUnit : alignof(T), size);
   if (p == nullptr) std::abort();  // construction time only: out of memory
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   madvise(p, size, MADV_HUGEPAGE);  // best effort; fine if THP is off

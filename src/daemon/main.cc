@@ -27,12 +27,15 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "control/controller.h"
 #include "control/log.h"
+#include "control/service_notify.h"
 #include "control/telemetry.h"
+#include "daemon/check.h"
 #include "dataplane/capture.h"
 #include "dataplane/dpdk_owners.h"
 #include "dataplane/eal.h"
@@ -53,13 +56,17 @@ constexpr const char* kDefaultEalLogLevel = "--log-level=lib.eal:error";
 
 constexpr const char* kUsage =
     "usage: maglb [EAL arguments] -- --config FILE [--port N] [--backend-port M]\n"
-    "             [--idle-sleep-us N]\n"
+    "             [--idle-sleep-us N] [--check]\n"
     "  --config FILE       the TOML configuration (reloaded when it changes, or on SIGHUP)\n"
     "  --port N            the DPDK port to serve (default 0); one-arm: in and out of it\n"
     "  --backend-port M    two-arm: packets toward backends (and ARP/ND for next hops)\n"
     "                      leave by port M, which takes port N's MAC address\n"
     "  --idle-sleep-us N   test mode: a worker whose queue stays empty sleeps N us\n"
     "                      between polls (default 0: poll continuously)\n"
+    "  --check             validate the config, EAL, the ports (link, queues, descriptors,\n"
+    "                      NUMA placement) and memory as this start would use them, print\n"
+    "                      one finding per line (ok/warning/error), exit without\n"
+    "                      forwarding: 0 without errors\n"
     "signals: SIGHUP reloads; SIGUSR1 (maglbctl drain) withdraws every announced VIP,\n"
     "  forwards for [announce] drain_s more, then stops; SIGTERM does the same when\n"
     "  [announce] is set and something was announced, else stops; SIGINT, or\n"
@@ -73,6 +80,7 @@ struct AppArgs {
   uint16_t port = 0;
   int backend_port = -1;  // -1: one-arm
   uint32_t idle_sleep_us = 0;
+  bool check = false;  // --check: validate, do not serve
 };
 
 int Fail(const std::string& msg, int code = kExitError) {
@@ -124,6 +132,8 @@ std::string ParseAppArgs(int argc, char** argv, AppArgs* out) {
       unsigned long us = v ? std::strtoul(v, &end, 10) : 0;
       if (v == nullptr || *end != '\0' || us > 1'000'000) return "--idle-sleep-us needs 0..1000000";
       out->idle_sleep_us = static_cast<uint32_t>(us);
+    } else if (a == "--check") {
+      out->check = true;
     } else if (a == "--help" || a == "-h") {
       std::fputs(kUsage, stdout);
       std::exit(kExitOk);
@@ -443,6 +453,15 @@ void LogStarted(const AppArgs& args, const Config& config, const std::vector<uns
       config.lb.ipv6 ? config.lb.ipv6->ToString() : "-", rte_eal_get_runtime_dir()));
 }
 
+// systemd (Type=notify): generation 1 is published, the ports are up and the
+// workers poll them. After the "started:" line, so that a log reader that
+// sees the unit active also sees what it serves.
+void NotifyStarted(const Config& config) {
+  size_t backends = 0;
+  for (const VipConfig& v : config.vips) backends += v.backends.size();
+  NotifyReady(ServingStatus(1, config.vips.size(), backends));
+}
+
 // Telemetry answers from the controller while this lives.
 class TelemetryRegistration {
  public:
@@ -488,6 +507,7 @@ absl::Status RunControlLoop(const AppArgs& args, const Config& config, int signa
       LaunchWorkers(args, worker_lcores, ports, dp);
   if (!workers.ok()) return workers.status();
   LogStarted(args, config, worker_lcores, ports);
+  NotifyStarted(config);
 
   std::string why = controller.Run();
   telemetry.Unregister();
@@ -538,12 +558,63 @@ absl::Status Serve(CommandLine& cmd) {
   return RunControlLoop(cmd.app, *config, *signal_fd, worker_lcores, *ports, *data_plane);
 }
 
+// maglb --check: the steps of a start up to the ports, each judged, then
+// the ports closed and EAL cleaned up again; no worker starts. Findings on
+// stdout, one a line (check.h); EAL's and the drivers' own lines on stderr.
+int Check(CommandLine& cmd) {
+  DeploymentCheck check;
+  absl::StatusOr<Config> config = LoadConfig(cmd.app.config_path);
+  if (!config.ok()) {
+    check.Error(std::string(config.status().message()));
+    return check.Finish();
+  }
+  size_t backends = 0;
+  for (const VipConfig& v : config->vips) backends += v.backends.size();
+  check.Ok(absl::StrFormat("config %s: %u VIPs, %u backends, conntrack capacity %u per worker, mtu %u",
+                           cmd.app.config_path, config->vips.size(), backends,
+                           config->conntrack.capacity, config->lb.mtu));
+  std::vector<unsigned> worker_lcores;
+  absl::StatusOr<Eal> eal = StartEal(cmd.eal_argv, &worker_lcores);
+  if (!eal.ok()) {
+    const bool locked = absl::StrContains(eal.status().message(), "another primary");
+    check.Error(absl::StrCat(eal.status().message(),
+                             locked ? " (a running maglb with the same --file-prefix holds its EAL "
+                                      "lock and device: check before the service starts, or stop it)"
+                                    : ""));
+    return check.Finish();
+  }
+  check.Ok(absl::StrFormat("EAL up: main lcore %u, %u worker lcore%s, %u DPDK port%s, %s",
+                           rte_get_main_lcore(), worker_lcores.size(), worker_lcores.size() == 1 ? "" : "s",
+                           rte_eth_dev_count_avail(), rte_eth_dev_count_avail() == 1 ? "" : "s",
+                           rte_eal_has_hugepages() ? "hugepages" : "--no-huge (test mode)"));
+  check.CheckPortsAndMemory(*config, cmd.app.port, cmd.app.backend_port, worker_lcores);
+  if (check.failed()) return check.Finish();
+  // The ports as a start sets them up (queues, pools, MTU, started), for the
+  // errors only that can tell and for the link; the kernel interface is not
+  // made (it would appear in the host's namespace).
+  absl::StatusOr<Ports> ports =
+      SetUpPorts(cmd.app, static_cast<uint16_t>(worker_lcores.size()), config->lb.mtu);
+  if (!ports.ok()) {
+    check.Error(std::string(ports.status().message()));
+    return check.Finish();
+  }
+  check.Ok(absl::StrFormat("port %u set up and started: %u queue pair%s (%s), buffers for mtu %u",
+                           ports->front.info().port_id, ports->num_workers,
+                           ports->num_workers == 1 ? "" : "s", ports->front.info().distribution,
+                           ports->front.info().max_mtu));
+  check.CheckLink(ports->front.info().port_id);
+  if (ports->backend) check.CheckLink(ports->backend->info().port_id);
+  ports->Close();
+  return check.Finish();
+}
+
 int Main(int argc, char** argv) {
   absl::StatusOr<CommandLine> cmd = ParseCommandLine(argc, argv);
   if (!cmd.ok()) {
     std::fputs(kUsage, stderr);
     return Fail(std::string(cmd.status().message()), kExitUsage);
   }
+  if (cmd->app.check) return Check(*cmd);
   absl::Status served = Serve(*cmd);
   if (!served.ok()) return Fail(std::string(served.message()));
   return kExitOk;

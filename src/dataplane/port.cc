@@ -14,6 +14,9 @@ namespace maglb {
 
 namespace {
 
+// The flows RSS spreads over queues, where the PMD hashes them.
+constexpr uint64_t kRssTypes = RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP;
+
 // Encapsulation writes the outer headers in front of the frame, in place.
 static_assert(RTE_PKTMBUF_HEADROOM >= kMaxEncapPrepend, "mbuf headroom too small to encapsulate");
 
@@ -59,6 +62,29 @@ absl::StatusOr<RssConfig> ReadRss(uint16_t port_id) {
 
 }  // namespace
 
+uint16_t PlannedQueues(const rte_eth_dev_info& dev, const std::string& driver, uint16_t workers,
+                       std::string* distribution) {
+  const uint16_t max_queues = std::min(dev.max_rx_queues, dev.max_tx_queues);
+  const uint16_t queues = std::min<uint16_t>(workers, max_queues);
+  if (queues > 1 && (dev.flow_type_rss_offloads & kRssTypes) != 0) {
+    *distribution = "rss";
+    return queues;
+  }
+  if (queues > 1 && driver == "net_af_packet") {
+    // Its queues are AF_PACKET sockets in one PACKET_FANOUT_HASH group: the
+    // kernel keeps each flow on one queue.
+    *distribution = "kernel fanout";
+    return queues;
+  }
+  *distribution = "single queue";
+  return 1;
+}
+
+uint32_t PortDataRoom(uint32_t mtu) {
+  return PacketBufferDataRoom(mtu > 0 ? mtu : RTE_ETHER_MTU, RTE_PKTMBUF_HEADROOM,
+                              RTE_MBUF_DEFAULT_BUF_SIZE);
+}
+
 absl::StatusOr<Port> SetUpPort(uint16_t port_id, uint16_t workers, uint32_t mtu) {
   if (!rte_eth_dev_is_valid_port(port_id)) {
     return absl::NotFoundError(absl::StrFormat("no DPDK port %u", port_id));
@@ -75,22 +101,11 @@ absl::StatusOr<Port> SetUpPort(uint16_t port_id, uint16_t workers, uint32_t mtu)
   info.name = name;
 
   rte_eth_conf conf{};
-  uint16_t max_queues = std::min(dev.max_rx_queues, dev.max_tx_queues);
-  uint16_t queues = std::min<uint16_t>(workers, max_queues);
-  uint64_t rss_hf = dev.flow_type_rss_offloads &
-                    (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP);
-  if (queues > 1 && rss_hf != 0) {
+  const uint16_t queues = PlannedQueues(dev, info.driver, workers, &info.distribution);
+  if (info.distribution == "rss") {
     conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
     conf.rx_adv_conf.rss_conf.rss_key = nullptr;  // the PMD's default key
-    conf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
-    info.distribution = "rss";
-  } else if (queues > 1 && info.driver == "net_af_packet") {
-    // Its queues are AF_PACKET sockets in one PACKET_FANOUT_HASH group: the
-    // kernel keeps each flow on one queue.
-    info.distribution = "kernel fanout";
-  } else {
-    queues = 1;
-    info.distribution = "single queue";
+    conf.rx_adv_conf.rss_conf.rss_hf = dev.flow_type_rss_offloads & kRssTypes;
   }
   info.num_queues = queues;
   if (mtu > 0) {
@@ -129,21 +144,20 @@ absl::StatusOr<Port> SetUpPort(uint16_t port_id, uint16_t workers, uint32_t mtu)
   std::string pool_name = absl::StrFormat("maglb_mbufs_%u", port_id);
   // One buffer holds a whole frame of the MTU (the packet path takes single
   // segments only): 2 KB buffers would drop every fragment over ~2 KB.
-  const uint32_t data_room =
-      PacketBufferDataRoom(mtu > 0 ? mtu : RTE_ETHER_MTU, RTE_PKTMBUF_HEADROOM, RTE_MBUF_DEFAULT_BUF_SIZE);
+  const uint32_t data_room = PortDataRoom(mtu);
   if (data_room > UINT16_MAX) {
     return absl::InvalidArgumentError(
         absl::StrFormat("port %u: lb.mtu %u needs %u-byte packet buffers, more than DPDK's %u",
                         port_id, mtu, data_room, UINT16_MAX));
   }
-  port.pool_.reset(rte_pktmbuf_pool_create(pool_name.c_str(), kMbufsPerQueue * queues * 2 - 1,
+  port.pool_.reset(rte_pktmbuf_pool_create(pool_name.c_str(), PortPoolMbufs(queues),
                                             kMbufCacheSize, 0, static_cast<uint16_t>(data_room),
                                             socket));
   info.pool = port.pool_.get();
   if (info.pool == nullptr) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "port %u: cannot allocate %u packet buffers of %u bytes: %s (give EAL more memory with -m)",
-        port_id, kMbufsPerQueue * queues * 2 - 1, data_room, rte_strerror(rte_errno)));
+        port_id, PortPoolMbufs(queues), data_room, rte_strerror(rte_errno)));
   }
   info.max_mtu = MaxMtuForDataRoom(data_room, RTE_PKTMBUF_HEADROOM);
   for (uint16_t q = 0; q < queues; ++q) {

@@ -12,6 +12,7 @@
 #include "maglb/ip_address.h"
 #include "maglb/toeplitz.h"
 
+struct rte_eth_dev_info;
 struct rte_mempool;
 
 namespace maglb {
@@ -75,6 +76,18 @@ class Port {
   bool started_ = false;  // stopped by Close()
   UniqueMempool pool_;    // info_.pool
 };
+
+/// What SetUpPort will make of a device (maglb --check sizes it before):
+/// the queue pairs for `workers` (1 where flows cannot be spread) and how
+/// flows are spread ("rss", "kernel fanout", "single queue").
+uint16_t PlannedQueues(const rte_eth_dev_info& dev, const std::string& driver, uint16_t workers,
+                       std::string* distribution);
+/// The packet buffers of a port's pool: kMbufsPerQueue per queue, twice (RX
+/// rings full while as many wait in TX rings), less one (a power of two
+/// minus one is the mempool's best size).
+constexpr uint32_t PortPoolMbufs(uint16_t queues) { return kMbufsPerQueue * queues * 2 - 1; }
+/// The data room of each buffer for `mtu` (0: Ethernet's): whole frames.
+uint32_t PortDataRoom(uint32_t mtu);
 
 /// Configures and starts `port_id` with up to `workers` queue pairs. Where the
 /// PMD cannot spread flows over queues, uses one queue (and says so in

@@ -2,7 +2,9 @@
 // (MAGLB_FAULT=ring|launch|dev_start) and logs, in order, the calls that
 // release DPDK resources to MAGLB_FAULT_LOG, so the test can see that every
 // exit path of maglb cleans up. MAGLB_FAULT=stall stalls a worker on demand
-// (test_fleet.py).
+// (test_fleet.py). For maglb --check (tests/install/test_check.py):
+// MAGLB_FAULT=link_down reports every port's link down, MAGLB_FAULT=numa1
+// puts every port on NUMA node 1.
 #include <dlfcn.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -61,6 +63,17 @@ int rte_eal_remote_launch(lcore_function_t* f, void* arg, unsigned worker_id) {
 int rte_eth_dev_start(uint16_t port_id) {
   if (Fault("dev_start")) return -EIO;
   return Next<int (*)(uint16_t)>("rte_eth_dev_start")(port_id);
+}
+
+int rte_eth_link_get_nowait(uint16_t port_id, rte_eth_link* link) {
+  const int rc = Next<int (*)(uint16_t, rte_eth_link*)>("rte_eth_link_get_nowait")(port_id, link);
+  if (rc == 0 && Fault("link_down")) link->link_status = RTE_ETH_LINK_DOWN;
+  return rc;
+}
+
+int rte_eth_dev_socket_id(uint16_t port_id) {
+  if (Fault("numa1")) return 1;
+  return Next<int (*)(uint16_t)>("rte_eth_dev_socket_id")(port_id);
 }
 
 int rte_eth_dev_stop(uint16_t port_id) {

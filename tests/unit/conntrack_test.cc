@@ -55,6 +55,20 @@ TEST(ConntrackTest, CapacityIsAtLeastConfigured) {
   EXPECT_LT(big.capacity(), kDefaultConntrackCapacity * 5 / 4 + Conntrack::kWays);
 }
 
+// maglb --check sizes the tables before they exist: its figure must be what
+// the constructor allocates.
+TEST(ConntrackTest, MemoryBytesIsWhatATableAllocates) {
+  for (uint32_t capacity : {1024u, 4096u, 100000u, 1u << 20}) {
+    Conntrack table(SmallConfig(capacity));
+    EXPECT_EQ(table.memory_bytes(), Conntrack::MemoryBytes(capacity)) << capacity;
+  }
+  // The default capacity (2^20 flows): 163840 buckets, 10 MiB of headers and
+  // 80 MiB of entries (README, "Deploying on a NIC").
+  EXPECT_EQ(Conntrack::MemoryBytes(1u << 20), size_t{90} << 20);
+  // The largest (2^28): ~22.5 GiB, no overflow in the arithmetic.
+  EXPECT_EQ(Conntrack::MemoryBytes(1u << 28), size_t{23040} << 20);
+}
+
 TEST(ConntrackTest, InsertThenLookupFindsTheFlowAndNothingElse) {
   Conntrack ct(SmallConfig(), kKey);
   const FlowKey a = Key(1, 1000), b = Key(1, 1001);
