@@ -14,12 +14,16 @@ import threading
 def serve(reply_text, greeting=None):
     """A socket that answers command cmd with {"<cmd up to its first comma>":
     reply_text(cmd)}; reply_text returns the value's JSON text. It greets
-    each connection with `greeting` (a dict, or the text itself; by default
-    DPDK's fields, pid 1). Yields its path; it takes any number of
-    connections while the context lasts."""
+    each connection with `greeting` (a dict, or the text itself, or a
+    function returning either per connection; by default DPDK's fields,
+    pid 1). Yields its path; it takes any number of connections while the
+    context lasts."""
     if greeting is None:
         greeting = {"version": "fake", "pid": 1, "max_output_len": 16384}
-    hello = (greeting if isinstance(greeting, str) else json.dumps(greeting)).encode()
+
+    def hello():
+        g = greeting() if callable(greeting) else greeting
+        return (g if isinstance(g, str) else json.dumps(g)).encode()
     with tempfile.TemporaryDirectory(prefix="mlb-fake-telemetry-") as d:
         path = os.path.join(d, "dpdk_telemetry.v2")
         srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -30,7 +34,7 @@ def serve(reply_text, greeting=None):
             with conn:
                 conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)  # big hostile replies
                 try:
-                    conn.send(hello)
+                    conn.send(hello())
                     while True:
                         cmd = conn.recv(4096).decode()
                         if not cmd:
