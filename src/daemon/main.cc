@@ -8,6 +8,7 @@
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
+#include <rte_log.h>
 #include <rte_ring.h>
 #include <sys/signalfd.h>
 
@@ -52,13 +53,15 @@ constexpr const char* kDefaultEalLogLevel = "--log-level=lib.eal:error";
 
 constexpr const char* kUsage =
     "usage: maglb [EAL arguments] -- --config FILE [--port N] [--backend-port M]\n"
-    "             [--idle-sleep-us N]\n"
+    "             [--idle-sleep-us N] [--log-format text|json]\n"
     "  --config FILE       the TOML configuration (reloaded when it changes, or on SIGHUP)\n"
     "  --port N            the DPDK port to serve (default 0); one-arm: in and out of it\n"
     "  --backend-port M    two-arm: packets toward backends (and ARP/ND for next hops)\n"
     "                      leave by port M, which takes port N's MAC address\n"
     "  --idle-sleep-us N   test mode: a worker whose queue stays empty sleeps N us\n"
     "                      between polls (default 0: poll continuously)\n"
+    "  --log-format F      text (default): one line per event; json: one JSON object\n"
+    "                      per line (ts, level, event, its vip/backend/prefix fields, msg)\n"
     "signals: SIGHUP reloads; SIGUSR1 (maglbctl drain) withdraws every announced VIP,\n"
     "  forwards for [announce] drain_s more, then stops; SIGTERM does the same when\n"
     "  [announce] is set and something was announced, else stops; SIGINT, or\n"
@@ -72,9 +75,14 @@ struct AppArgs {
   uint16_t port = 0;
   int backend_port = -1;  // -1: one-arm
   uint32_t idle_sleep_us = 0;
+  LogFormat log_format = LogFormat::kText;
 };
 
 int Fail(const std::string& msg, int code = kExitError) {
+  if (GetLogFormat() == LogFormat::kJson) {
+    LogEvent("exit", {{"status", code}}, absl::StrCat("error: ", msg), LogLevel::kError);
+    return code;
+  }
   std::fprintf(stderr, "maglb: error: %s\n", msg.c_str());
   return code;
 }
@@ -123,6 +131,11 @@ std::string ParseAppArgs(int argc, char** argv, AppArgs* out) {
       unsigned long us = v ? std::strtoul(v, &end, 10) : 0;
       if (v == nullptr || *end != '\0' || us > 1'000'000) return "--idle-sleep-us needs 0..1000000";
       out->idle_sleep_us = static_cast<uint32_t>(us);
+    } else if (a == "--log-format") {
+      const char* v = value();
+      std::optional<LogFormat> f = v ? ParseLogFormat(v) : std::nullopt;
+      if (!f) return "--log-format needs text or json";
+      out->log_format = *f;
     } else if (a == "--help" || a == "-h") {
       std::fputs(kUsage, stdout);
       std::exit(kExitOk);
@@ -185,7 +198,10 @@ absl::StatusOr<Eal> StartEal(std::vector<char*>& eal_argv, std::vector<unsigned>
   std::vector<std::string> vdevs = VdevArguments(eal_argc, eal_argv.data());
   EalOutput eal_output;
   eal_output.program = eal_argv[0];
+  if (GetLogFormat() == LogFormat::kJson) eal_output.replay_to = LogLineStream();
   absl::StatusOr<Eal> eal = Eal::Init(eal_argc, eal_argv.data(), &eal_output);
+  // DPDK's own log lines as events too (after the init, whose output is held).
+  if (eal.ok() && GetLogFormat() == LogFormat::kJson) rte_openlog_stream(LogLineStream());
   if (!eal.ok()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "EAL initialisation failed: %s (check the EAL arguments before '--'; see maglb --help)",
@@ -539,6 +555,7 @@ int Main(int argc, char** argv) {
     std::fputs(kUsage, stderr);
     return Fail(std::string(cmd.status().message()), kExitUsage);
   }
+  SetLogFormat(cmd->app.log_format);
   absl::Status served = Serve(*cmd);
   if (!served.ok()) return Fail(std::string(served.message()));
   return kExitOk;
