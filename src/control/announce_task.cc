@@ -60,8 +60,9 @@ absl::Status AnnounceTask::Start(EventLoop& loop) {
                                           config.line, config.table, flushed.status().message()));
     }
     if (*flushed > 0) {
-      LogLine(absl::StrFormat("announce: deleted %d stale route%s of protocol %u from table %u", *flushed,
-                              *flushed == 1 ? "" : "s", config.route_protocol, config.table));
+      LogEvent("announce_flush", {{"table", config.table}, {"routes", *flushed}, {"reason", "stale routes"}},
+               absl::StrFormat("announce: deleted %d stale route%s of protocol %u from table %u", *flushed,
+                               *flushed == 1 ? "" : "s", config.route_protocol, config.table));
     }
     LogLine(absl::StrFormat(
         "announce: VIP routes go to table %u (protocol %u) on %s once the workers run and a VIP has "
@@ -144,15 +145,17 @@ void AnnounceTask::StallWatch::Run() {
       absl::StatusOr<int> flushed = netlink_->FlushRoutes(config.table, config.route_protocol);
       if (flushed.ok() && *flushed > 0) ++flushes_;
       if (!logged) {
-        LogLine(absl::StrFormat("announce: workers stalled: no quiescent point for %u ms (stall_ms %u): "
-                                "every VIP withdrawn (%s)",
-                                stalled_ms, config.stall_ms,
-                                flushed.ok() ? absl::StrCat(*flushed, " routes deleted")
-                                             : std::string(flushed.status().message())));
+        LogEvent("announce_stalled", {{"table", config.table}, {"stalled_ms", stalled_ms}},
+                 absl::StrFormat("announce: workers stalled: no quiescent point for %u ms (stall_ms %u): "
+                                 "every VIP withdrawn (%s)",
+                                 stalled_ms, config.stall_ms,
+                                 flushed.ok() ? absl::StrCat(*flushed, " routes deleted")
+                                              : std::string(flushed.status().message())),
+                 LogLevel::kError);
         logged = true;
       }
     } else if (logged) {
-      LogLine("announce: workers pass their quiescent points again");
+      LogEvent("announce_resumed", {{"table", config.table}}, "announce: workers pass their quiescent points again");
       logged = false;
     }
     lock.lock();
@@ -227,7 +230,10 @@ void AnnounceTask::Tick() {
 
 void AnnounceTask::Apply(const std::vector<AddressAnnouncement>& decisions, const AnnounceConfig&) {
   std::map<std::string, const AddressAnnouncement*> wanted;
-  for (const AddressAnnouncement& d : decisions) wanted[d.Prefix()] = &d;
+  for (const AddressAnnouncement& d : decisions) {
+    wanted[d.Prefix()] = &d;
+    vips_of_[d.Prefix()] = d.vips;
+  }
   // Withdraw first: an address that no longer serves must leave the router
   // even if an add below fails.
   for (auto it = installed_.begin(); it != installed_.end();) {
@@ -255,7 +261,9 @@ void AnnounceTask::Refresh() {
     ++options_.stats->announce.route_errors;
     const std::string text(s.message());
     if (failing_[prefix] != text) {
-      LogLine(absl::StrFormat("announce: cannot restore route %s in table %u: %s; retrying", prefix, table_, text));
+      LogEvent("announce_error", {{"prefix", prefix}, {"vips", vips_of_[prefix]}, {"table", table_}, {"error", text}},
+               absl::StrFormat("announce: cannot restore route %s in table %u: %s; retrying", prefix, table_, text),
+               LogLevel::kError);
       failing_[prefix] = text;
     }
   }
@@ -268,15 +276,19 @@ bool AnnounceTask::Add(const std::string& prefix, const Route& route, const std:
     ++options_.stats->announce.route_errors;
     const std::string text(s.message());
     if (failing_[prefix] != text) {  // once per distinct error, not every interval
-      LogLine(absl::StrFormat("announce: cannot add route %s to table %u: %s; retrying every interval",
-                              prefix, table_, text));
+      LogEvent("announce_error", {{"prefix", prefix}, {"vips", vips_of_[prefix]}, {"table", table_}, {"error", text}},
+               absl::StrFormat("announce: cannot add route %s to table %u: %s; retrying every interval",
+                               prefix, table_, text),
+               LogLevel::kError);
       failing_[prefix] = text;
     }
     return false;
   }
   failing_.erase(prefix);
   ++options_.stats->announce.route_changes;
-  LogLine(absl::StrFormat("announce: %s announced (%s)", prefix, reason));
+  LogEvent("route_announced",
+           {{"prefix", prefix}, {"vips", vips_of_[prefix]}, {"table", table_}, {"reason", reason}},
+           absl::StrFormat("announce: %s announced (%s)", prefix, reason));
   return true;
 }
 
@@ -287,8 +299,10 @@ bool AnnounceTask::Remove(const std::string& prefix, const Route& route, const s
     ++options_.stats->announce.route_errors;
     const std::string text(s.message());
     if (failing_[prefix] != text) {
-      LogLine(absl::StrFormat("announce: cannot delete route %s from table %u: %s; retrying every interval",
-                              prefix, table_, text));
+      LogEvent("announce_error", {{"prefix", prefix}, {"vips", vips_of_[prefix]}, {"table", table_}, {"error", text}},
+               absl::StrFormat("announce: cannot delete route %s from table %u: %s; retrying every interval",
+                               prefix, table_, text),
+               LogLevel::kError);
       failing_[prefix] = text;
     }
     return false;
@@ -296,7 +310,9 @@ bool AnnounceTask::Remove(const std::string& prefix, const Route& route, const s
   failing_.erase(prefix);
   ++options_.stats->announce.route_changes;
   last_withdrawal_ns_ = MonotonicNs();
-  LogLine(absl::StrFormat("announce: %s withdrawn (%s)", prefix, reason));
+  LogEvent("route_withdrawn",
+           {{"prefix", prefix}, {"vips", vips_of_[prefix]}, {"table", table_}, {"reason", reason}},
+           absl::StrFormat("announce: %s withdrawn (%s)", prefix, reason));
   return true;
 }
 
@@ -309,12 +325,15 @@ bool AnnounceTask::WithdrawAll(const std::string& reason) {
   if (!flushed.ok()) {
     std::lock_guard<std::mutex> lock(options_.publisher->mutex());
     ++options_.stats->announce.route_errors;
-    LogLine(absl::StrFormat("announce: cannot flush table %u: %s", table_, flushed.status().message()));
+    LogEvent("announce_error", {{"table", table_}, {"error", std::string(flushed.status().message())}},
+             absl::StrFormat("announce: cannot flush table %u: %s", table_, flushed.status().message()),
+             LogLevel::kError);
     return false;
   }
   if (*flushed > 0) {
-    LogLine(absl::StrFormat("announce: %d more route%s of ours deleted from table %u (%s)", *flushed,
-                            *flushed == 1 ? "" : "s", table_, reason));
+    LogEvent("announce_flush", {{"table", table_}, {"routes", *flushed}, {"reason", reason}},
+             absl::StrFormat("announce: %d more route%s of ours deleted from table %u (%s)", *flushed,
+                             *flushed == 1 ? "" : "s", table_, reason));
   }
   installed_.clear();
   return true;
@@ -350,8 +369,9 @@ void AnnounceTask::Drain(const std::string& why, EventLoop::Callback done) {
     std::lock_guard<std::mutex> lock(options_.publisher->mutex());
     options_.stats->announce.drain_until_unix_ms = WallMs() + uint64_t{drain_s} * 1000;
   }
-  LogLine(absl::StrFormat("drain (%s): withdrawing every VIP; forwarding for %u s more, then stopping", why,
-                          drain_s));
+  LogEvent("drain", {{"reason", why}, {"drain_s", drain_s}},
+           absl::StrFormat("drain (%s): withdrawing every VIP; forwarding for %u s more, then stopping", why,
+                           drain_s));
   Tick();
   if (drain_s == 0) {
     loop_->Post(std::move(done));

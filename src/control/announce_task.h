@@ -126,6 +126,9 @@ class AnnounceTask : public ControlTask {
   uint32_t table_ = 0;
   uint8_t protocol_ = 0;
   std::map<std::string, std::string> failing_;  // prefix -> last error logged
+  // The VIPs last seen on each address (prefix -> names), for the fields of
+  // its log events; kept after they leave it, for the withdrawal's.
+  std::map<std::string, std::vector<std::string>> vips_of_;
 
   StallWatch watch_;
   uint64_t watch_flushes_seen_ = 0;

@@ -182,10 +182,13 @@ void HealthTask::ConfigPublished(const LbState& state) {
       continue;
     }
     Forget(*it->second);
-    LogLine(absl::StrFormat("vip %s backend %s: health check stopped (%s)", it->first.first, it->first.second,
-                            w != wanted.end()                      ? "its address changed: checked anew"
-                            : checked_vips.contains(it->first.first) ? "backend removed"
-                                                                   : "no check any more"));
+    const char* why = w != wanted.end()                      ? "its address changed: checked anew"
+                      : checked_vips.contains(it->first.first) ? "backend removed"
+                                                             : "no check any more";
+    LogEvent("health_check_stopped",
+             {{"vip", it->first.first}, {"backend", it->first.second}, {"reason", why}},
+             absl::StrFormat("vip %s backend %s: health check stopped (%s)", it->first.first, it->first.second,
+                             why));
     it = backends_.erase(it);
   }
   std::map<std::string, VipPolicy> next_vips;
@@ -334,8 +337,12 @@ void HealthTask::ProbeDone(const Key& key, const ProbeOutcome& outcome) {
 
 void HealthTask::Transitioned(Backend& b, const HealthTransition& t) {
   b.since_unix_ms = WallMs();
-  LogLine(absl::StrFormat("vip %s backend %s: %s -> %s (%s)", b.key.first, b.key.second, HealthName(t.from),
-                          HealthName(t.to), t.reason));
+  LogEvent("health_transition",
+           {{"vip", b.key.first}, {"backend", b.key.second}, {"from", HealthName(t.from)},
+            {"to", HealthName(t.to)}, {"reason", t.reason}},
+           absl::StrFormat("vip %s backend %s: %s -> %s (%s)", b.key.first, b.key.second, HealthName(t.from),
+                           HealthName(t.to), t.reason),
+           t.to == BackendHealth::kDown ? LogLevel::kWarning : LogLevel::kInfo);
   {
     std::lock_guard<std::mutex> lock(*options_.stats_mutex);
     ++options_.stats->health_transitions;
@@ -386,14 +393,17 @@ void HealthTask::Recompute(const std::string& why, const LbState* published) {
     }
     const bool all_down = serving_weight == 0 && configured_weight > 0;
     if (all_down && !policy.all_down_now) {
-      LogLine(absl::StrFormat(
-          "vip %s: EVERY BACKEND IS DOWN: %s", vip,
-          policy.all_down == AllDownPolicy::kKeepLast
-              ? "keeping the last table (all_down = \"keep_last\": fail open; flows go to backends the "
-                "checks call down)"
-              : "dropping its new flows (all_down = \"drop\"), counted as no_backend"));
+      const bool keep_last = policy.all_down == AllDownPolicy::kKeepLast;
+      LogEvent("vip_all_down", {{"vip", vip}, {"all_down", keep_last ? "keep_last" : "drop"}},
+               absl::StrFormat(
+                   "vip %s: EVERY BACKEND IS DOWN: %s", vip,
+                   keep_last ? "keeping the last table (all_down = \"keep_last\": fail open; flows go to "
+                               "backends the checks call down)"
+                             : "dropping its new flows (all_down = \"drop\"), counted as no_backend"),
+               LogLevel::kError);
     } else if (!all_down && policy.all_down_now) {
-      LogLine(absl::StrFormat("vip %s: a backend is up again: serving by health", vip));
+      LogEvent("vip_serving_again", {{"vip", vip}},
+               absl::StrFormat("vip %s: a backend is up again: serving by health", vip));
     }
     policy.all_down_now = all_down;
     if (all_down && policy.all_down == AllDownPolicy::kKeepLast) {

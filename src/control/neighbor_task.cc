@@ -5,7 +5,11 @@
 
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "control/log.h"
 #include "dataplane/worker_loop.h"
@@ -16,6 +20,33 @@ namespace maglb {
 namespace {
 
 constexpr unsigned kMaxControlFramesPerPass = 64;
+
+// The backends ("vip/backend") and VIPs whose next hop is `address` (the
+// backend itself, or the gateway a tunnel goes through), for the fields of
+// a neighbour's log event: who a change reaches. As LbState::ResolveNeighbors
+// picks next hops.
+struct NextHopUsers {
+  std::vector<std::string> vips, backends;
+};
+NextHopUsers UsersOf(const LbState& state, const IpAddress& address) {
+  NextHopUsers out;
+  const LbConfig& lb = state.config().lb;
+  for (const VipState& v : state.vips()) {
+    bool any = false;
+    for (const BackendState& b : v.backends) {
+      IpAddress next_hop = b.target.backend;
+      if (b.target.forwarding != Forwarding::kL2Dsr) {
+        const std::optional<IpAddress>& gw = b.target.backend.is_v6 ? lb.gateway_v6 : lb.gateway_v4;
+        if (gw.has_value()) next_hop = *gw;
+      }
+      if (next_hop != address) continue;
+      out.backends.push_back(absl::StrCat(v.name, "/", b.name));
+      any = true;
+    }
+    if (any) out.vips.push_back(v.name);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -102,10 +133,14 @@ void NeighborTask::HandleControlFrames(uint64_t now_ns) {
         changed = true;
         // What the table now holds: a conflict can undo a resolution.
         const std::optional<MacAddress> now_at = table_.Lookup(claim->address);
-        LogLine(now_at ? absl::StrFormat("neighbor %s is at %s", claim->address.ToString(),
-                                         now_at->ToString())
-                       : absl::StrFormat("neighbor %s is unresolved (conflicting answers)",
-                                         claim->address.ToString()));
+        const NextHopUsers users = UsersOf(*state, claim->address);
+        LogEvent(now_at ? "neighbor_resolved" : "neighbor_conflict",
+                 {{"address", claim->address.ToString()}, {"mac", now_at ? now_at->ToString() : ""},
+                  {"vips", users.vips}, {"backends", users.backends}},
+                 now_at ? absl::StrFormat("neighbor %s is at %s", claim->address.ToString(), now_at->ToString())
+                        : absl::StrFormat("neighbor %s is unresolved (conflicting answers)",
+                                          claim->address.ToString()),
+                 now_at ? LogLevel::kInfo : LogLevel::kWarning);
       }
       if (!o.log.empty()) LogLine(o.log);
     }

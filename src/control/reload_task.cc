@@ -3,6 +3,8 @@
 #include <sys/epoll.h>
 
 #include <chrono>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -10,6 +12,27 @@
 #include "control/service_notify.h"
 
 namespace maglb {
+namespace {
+
+// What a reload touched, for its log event's fields: the VIPs added, removed
+// or changed, and their backends added, removed or reweighted ("web/be4").
+struct ChangedNames {
+  std::vector<std::string> vips, backends;
+};
+ChangedNames Changed(const LbStateChange& change) {
+  ChangedNames out;
+  out.vips = change.vips_added;
+  out.vips.insert(out.vips.end(), change.vips_removed.begin(), change.vips_removed.end());
+  for (const LbStateChange::VipChange& c : change.vips_changed) {
+    out.vips.push_back(c.name);
+    for (const auto* list : {&c.backends_added, &c.backends_removed, &c.backends_reweighted}) {
+      for (const std::string& b : *list) out.backends.push_back(c.name + "/" + b);
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 namespace {
 
@@ -125,8 +148,10 @@ void ReloadTask::RefuseReload(const std::string& why, const std::string& msg,
     ++options_.stats->reloads_refused;
     options_.stats->last_refusal = msg;
   }
-  LogLine(absl::StrFormat("reload (%s) refused: %s; still serving generation %u", why, msg,
-                          current.generation()));
+  LogEvent("reload_refused", {{"reason", why}, {"error", msg}, {"generation", current.generation()}},
+           absl::StrFormat("reload (%s) refused: %s; still serving generation %u", why, msg,
+                           current.generation()),
+           LogLevel::kWarning);
   // The service manager's reload ends here too: it is back to serving.
   NotifyReady(absl::StrCat(ServingStatusOf(current), "; last reload refused: ", msg));
 }
@@ -161,9 +186,10 @@ void ReloadTask::FinishBuild() {
   if (result->job.seq != reload_seq_) {
     // A newer change came while this one was built: only the newest is
     // published (or refused).
-    LogLine(absl::StrFormat("reload (%s): superseded by a newer change (%s) while building; "
-                            "building that",
-                            result->job.why, reload_why_));
+    LogEvent("reload_superseded", {{"reason", result->job.why}, {"next_reason", reload_why_}},
+             absl::StrFormat("reload (%s): superseded by a newer change (%s) while building; "
+                             "building that",
+                             result->job.why, reload_why_));
     return;  // build_wanted_ is set: the caller starts it
   }
   if (!result->state.ok()) {
@@ -198,6 +224,7 @@ void ReloadTask::FinishBuild() {
                               kernel.ipv4_prefix_len != running_kernel.ipv4_prefix_len ||
                               kernel.ipv6_prefix_len != running_kernel.ipv6_prefix_len;
   std::string summary = change.ToString();
+  const ChangedNames changed = Changed(change);
   {
     std::lock_guard<std::mutex> lock(options_.publisher->mutex());
     ++options_.stats->reloads_ok;
@@ -205,11 +232,14 @@ void ReloadTask::FinishBuild() {
     options_.stats->last_refusal.clear();
   }
   options_.publisher->Publish(std::move(next));
-  LogLine(absl::StrFormat("reload (%s): %s%s%s", result->job.why, summary,
-                          conntrack_changed ? "; [conntrack] changes apply at the next restart" : "",
-                          kernel_changed ? "; [kernel] interface and prefix lengths apply at the next "
-                                           "restart"
-                                         : ""));
+  LogEvent("reload",
+           {{"reason", result->job.why}, {"generation", change.generation}, {"vips", changed.vips},
+            {"backends", changed.backends}},
+           absl::StrFormat("reload (%s): %s%s%s", result->job.why, summary,
+                           conntrack_changed ? "; [conntrack] changes apply at the next restart" : "",
+                           kernel_changed ? "; [kernel] interface and prefix lengths apply at the next "
+                                            "restart"
+                                          : ""));
   options_.inputs->ConfigPublished(*options_.publisher->Current());
   NotifyReady(ServingStatusOf(*options_.publisher->Current()));
 }
@@ -221,20 +251,29 @@ void ReloadTask::FinishRebuild(BuildResult result, const LbState& current) {
   }
   if (!result.state.ok()) {
     // The config built before; only a table over a builder's limit can fail here.
-    LogLine(absl::StrFormat("health (%s): cannot rebuild the tables: %s; still serving the previous "
-                            "ones (generation %u)",
-                            result.job.why, result.state.status().message(), current.generation()));
+    LogEvent("health_rebuild_failed",
+             {{"reason", result.job.why}, {"error", std::string(result.state.status().message())},
+              {"generation", current.generation()}},
+             absl::StrFormat("health (%s): cannot rebuild the tables: %s; still serving the previous "
+                             "ones (generation %u)",
+                             result.job.why, result.state.status().message(), current.generation()),
+             LogLevel::kError);
     return;
   }
   std::unique_ptr<const LbState> next = *std::move(result.state);
   if (options_.inputs->version() != build_inputs_version_) next = options_.inputs->Reapply(*next);
   std::string summary = next->change().ToString();
+  const ChangedNames changed = Changed(next->change());
+  const uint64_t generation = next->change().generation;
   {
     std::lock_guard<std::mutex> lock(options_.publisher->mutex());
     ++options_.stats->health_rebuilds;
   }
   options_.publisher->Publish(std::move(next));
-  LogLine(absl::StrFormat("health (%s): %s", result.job.why, summary));
+  LogEvent("health_rebuild",
+           {{"reason", result.job.why}, {"generation", generation}, {"vips", changed.vips},
+            {"backends", changed.backends}},
+           absl::StrFormat("health (%s): %s", result.job.why, summary));
 }
 
 void ReloadTask::Republish() {

@@ -6,6 +6,7 @@
 #include "fleet.h"
 #include "stats.h"
 #include "table.h"
+#include "top.h"
 
 namespace maglb {
 
@@ -15,6 +16,7 @@ std::span<const Command> Commands() {
       {"diff", CmdDiff, kDiffUsage},
       {"analyze", CmdAnalyze, kAnalyzeUsage},
       {"stats", CmdStats, kStatsUsage},
+      {"top", CmdTop, kTopUsage},
       {"fleet", CmdFleet, kFleetUsage},
       {"drain", CmdDrain, kDrainUsage},
   };

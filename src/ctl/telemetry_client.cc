@@ -346,6 +346,10 @@ std::string Shown(std::string_view s) {
 absl::StatusOr<Snapshot> ReadSnapshot(const std::string& socket_path) {
   TelemetryClient client;
   if (absl::Status s = client.Connect(socket_path); !s.ok()) return s;
+  return ReadSnapshot(client, socket_path);
+}
+
+absl::StatusOr<Snapshot> ReadSnapshot(TelemetryClient& client, const std::string& socket_path) {
   Snapshot snap;
   absl::StatusOr<Json> stats = client.Query("/maglb/stats", &snap.stats_raw);
   if (!stats.ok()) return stats.status();

@@ -131,6 +131,9 @@ struct Snapshot {
 /// Connects to `socket_path` and reads a Snapshot. An error says what failed,
 /// naming the socket where the error is about it.
 absl::StatusOr<Snapshot> ReadSnapshot(const std::string& socket_path);
+/// The same over a connected client (whose greeting the caller reads too:
+/// `top` tells a restarted maglb by its pid); `socket_path` names it in errors.
+absl::StatusOr<Snapshot> ReadSnapshot(TelemetryClient& client, const std::string& socket_path);
 
 }  // namespace maglb::telemetry
 

@@ -8,6 +8,7 @@
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
+#include <rte_log.h>
 #include <rte_ring.h>
 #include <sys/signalfd.h>
 
@@ -56,7 +57,7 @@ constexpr const char* kDefaultEalLogLevel = "--log-level=lib.eal:error";
 
 constexpr const char* kUsage =
     "usage: maglb [EAL arguments] -- --config FILE [--port N] [--backend-port M]\n"
-    "             [--idle-sleep-us N] [--check]\n"
+    "             [--idle-sleep-us N] [--log-format text|json] [--check]\n"
     "  --config FILE       the TOML configuration (reloaded when it changes, or on SIGHUP)\n"
     "  --port N            the DPDK port to serve (default 0); one-arm: in and out of it\n"
     "  --backend-port M    two-arm: packets toward backends (and ARP/ND for next hops)\n"
@@ -67,6 +68,8 @@ constexpr const char* kUsage =
     "                      NUMA placement) and memory as this start would use them, print\n"
     "                      one finding per line (ok/warning/error), exit without\n"
     "                      forwarding: 0 without errors\n"
+    "  --log-format F      text (default): one line per event; json: one JSON object\n"
+    "                      per line (ts, level, event, its vip/backend/prefix fields, msg)\n"
     "signals: SIGHUP reloads; SIGUSR1 (maglbctl drain) withdraws every announced VIP,\n"
     "  forwards for [announce] drain_s more, then stops; SIGTERM does the same when\n"
     "  [announce] is set and something was announced, else stops; SIGINT, or\n"
@@ -81,9 +84,14 @@ struct AppArgs {
   int backend_port = -1;  // -1: one-arm
   uint32_t idle_sleep_us = 0;
   bool check = false;  // --check: validate, do not serve
+  LogFormat log_format = LogFormat::kText;
 };
 
 int Fail(const std::string& msg, int code = kExitError) {
+  if (GetLogFormat() == LogFormat::kJson) {
+    LogEvent("exit", {{"status", code}}, absl::StrCat("error: ", msg), LogLevel::kError);
+    return code;
+  }
   std::fprintf(stderr, "maglb: error: %s\n", msg.c_str());
   return code;
 }
@@ -134,6 +142,11 @@ std::string ParseAppArgs(int argc, char** argv, AppArgs* out) {
       out->idle_sleep_us = static_cast<uint32_t>(us);
     } else if (a == "--check") {
       out->check = true;
+    } else if (a == "--log-format") {
+      const char* v = value();
+      std::optional<LogFormat> f = v ? ParseLogFormat(v) : std::nullopt;
+      if (!f) return "--log-format needs text or json";
+      out->log_format = *f;
     } else if (a == "--help" || a == "-h") {
       std::fputs(kUsage, stdout);
       std::exit(kExitOk);
@@ -196,7 +209,10 @@ absl::StatusOr<Eal> StartEal(std::vector<char*>& eal_argv, std::vector<unsigned>
   std::vector<std::string> vdevs = VdevArguments(eal_argc, eal_argv.data());
   EalOutput eal_output;
   eal_output.program = eal_argv[0];
+  if (GetLogFormat() == LogFormat::kJson) eal_output.replay_to = LogLineStream();
   absl::StatusOr<Eal> eal = Eal::Init(eal_argc, eal_argv.data(), &eal_output);
+  // DPDK's own log lines as events too (after the init, whose output is held).
+  if (eal.ok() && GetLogFormat() == LogFormat::kJson) rte_openlog_stream(LogLineStream());
   if (!eal.ok()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "EAL initialisation failed: %s (check the EAL arguments before '--'; see maglb --help)",
@@ -614,6 +630,7 @@ int Main(int argc, char** argv) {
     std::fputs(kUsage, stderr);
     return Fail(std::string(cmd.status().message()), kExitUsage);
   }
+  SetLogFormat(cmd->app.log_format);
   if (cmd->app.check) return Check(*cmd);
   absl::Status served = Serve(*cmd);
   if (!served.ok()) return Fail(std::string(served.message()));

@@ -57,9 +57,9 @@ int QuietEalInit(int argc, char** argv, EalOutput* output) {
 }  // namespace
 
 void EalOutput::Replay() const {
-  for (const std::string& l : out) std::fputs(l.c_str(), stdout);
-  for (const std::string& l : err) std::fputs(l.c_str(), stderr);
-  std::fflush(stdout);
+  for (const std::string& l : out) std::fputs(l.c_str(), replay_to ? replay_to : stdout);
+  for (const std::string& l : err) std::fputs(l.c_str(), replay_to ? replay_to : stderr);
+  std::fflush(replay_to ? replay_to : stdout);
 }
 
 std::string EalOutput::Reasons(const std::vector<std::string>& only_with) const {

@@ -3,6 +3,7 @@
 #ifndef MAGLB_DATAPLANE_EAL_H_
 #define MAGLB_DATAPLANE_EAL_H_
 
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,8 +16,9 @@ namespace maglb {
 struct EalOutput {
   std::vector<std::string> out, err;  ///< its stdout and stderr lines
   std::string program;                ///< argv[0], which getopt's complaints begin with
+  FILE* replay_to = nullptr;          ///< where Replay prints every line instead (maglb's JSON log)
 
-  /// Prints the held lines where they were going.
+  /// Prints the held lines where they were going (or to replay_to).
   void Replay() const;
   /// The lines that say what went wrong, one-lined: getopt's complaints and
   /// EAL's log lines, without DPDK's usage text and generic trailers. With

@@ -33,6 +33,7 @@ absl::Status Cannot(const std::string& interface, const std::string& why) {
 class HeldDpdkLog {
  public:
   HeldDpdkLog() {
+    previous_ = rte_log_get_stream();
     file_ = open_memstream(&text_, &size_);
     if (file_ != nullptr) rte_openlog_stream(file_);
   }
@@ -40,11 +41,11 @@ class HeldDpdkLog {
   HeldDpdkLog& operator=(const HeldDpdkLog&) = delete;
   ~HeldDpdkLog() { Release(); }
 
-  // The lines, and DPDK logs to its default stream again.
+  // The lines, and DPDK logs where it did before (maglb's JSON log, or its default).
   std::vector<std::string> Release() {
     std::vector<std::string> lines;
     if (file_ == nullptr) return lines;
-    rte_openlog_stream(nullptr);
+    rte_openlog_stream(previous_);
     std::fclose(file_);
     file_ = nullptr;
     for (absl::string_view l : absl::StrSplit(absl::string_view(text_, size_), '\n', absl::SkipWhitespace())) {
@@ -56,6 +57,7 @@ class HeldDpdkLog {
   }
 
  private:
+  FILE* previous_ = nullptr;
   FILE* file_ = nullptr;
   char* text_ = nullptr;
   size_t size_ = 0;
@@ -115,7 +117,7 @@ absl::StatusOr<KernelPort> KernelPort::Create(const KernelConfig& kernel, const 
   }
   port.plugged_ = true;
   for (const std::string& l : log) {
-    if (!AboutFlowSupport(l)) std::fprintf(stderr, "%s\n", l.c_str());
+    if (!AboutFlowSupport(l)) std::fprintf(rte_log_get_stream(), "%s\n", l.c_str());  // DPDK's lines, to its log
   }
   if (rte_eth_dev_get_port_by_name(info.device.c_str(), &info.port_id) != 0) {
     return Cannot(name, absl::StrFormat("DPDK made no port of %s", info.device));

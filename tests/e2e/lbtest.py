@@ -147,15 +147,19 @@ def port_vdevs(workers, two_arm):
 class Testbed:
     """Context manager: testbed up + maglb running; down and checks on exit."""
 
-    def __init__(self, config=None, workers=1, two_arm=False, link_mtu=1500, hugepages=False):
+    def __init__(self, config=None, workers=1, two_arm=False, link_mtu=1500, hugepages=False, extra_args=()):
         """link_mtu: the MTU of the testbed's links other than the LB's own
         (scripts/testbed.sh MLB_TESTBED_MTU); 9000 for jumbo frames.
         hugepages: run maglb on hugepages (shared memory, so that DPDK
         secondary processes such as dpdk-dumpcap can attach) instead of
         --no-huge: reserves 2 MB pages for its -m plus CAPTURE_HEADROOM_MB
         and mounts a hugetlbfs of its own (self.huge_dir), both undone at
-        teardown; exit 77 (skipped) when the kernel gives fewer pages."""
+        teardown; exit 77 (skipped) when the kernel gives fewer pages, or
+        "try": run on with --no-huge then.
+        extra_args: more of maglb's arguments (after "--"), e.g.
+        ("--log-format", "json")."""
         self.config = config or config_text()
+        self.extra_args = list(extra_args)
         self.workers = workers
         self.two_arm = two_arm
         self.link_mtu = link_mtu
@@ -278,6 +282,7 @@ class Testbed:
         cmd += ["--", "--config", self.config_path, "--idle-sleep-us", "50"]
         if self.two_arm:
             cmd += ["--backend-port", "1"]
+        cmd += self.extra_args
         self.log_file = open(self.log_path, "a")
         self.proc = subprocess.Popen(cmd, stdout=self.log_file, stderr=subprocess.STDOUT)
         deadline = time.time() + 30
@@ -303,6 +308,21 @@ class Testbed:
                 return f.read()
         except OSError:
             return ""
+
+    def log_messages(self):
+        """The text of each line of maglb's log: after "maglb: " in text
+        mode, the "msg" of each JSON object in --log-format json (a line of
+        neither kind as it is)."""
+        out = []
+        for line in self.read_log().splitlines():
+            if line.startswith("{"):
+                try:
+                    out.append(json.loads(line).get("msg", line))
+                    continue
+                except ValueError:
+                    pass
+            out.append(line.split(" maglb: ", 1)[1] if " maglb: " in line else line)
+        return out
 
     def stats(self):
         r = run([MAGLBCTL, "stats", "--prefix", self.prefix, "--format", "json"], timeout=10)
@@ -380,7 +400,7 @@ class Testbed:
             if exc_type is None:
                 rc, text = self.stop()
                 check(rc == 0, "maglb exits with status 0 on SIGTERM (got %s)" % rc)
-                check(re.search(r"maglb: stopped on SIGTERM", text) is not None,
+                check(any(m.startswith("stopped on SIGTERM") for m in self.log_messages()),
                       "maglb logs its clean stop")
             elif self.proc is not None:
                 print("---- maglb log ----\n" + self.read_log()[-6000:], flush=True)

@@ -17,13 +17,16 @@ def answer_on(srv, reply_text, greeting=None):
     whichever process answers. Returns the accepting thread."""
     if greeting is None:
         greeting = {"version": "fake", "pid": 1, "max_output_len": 16384}
-    hello = (greeting if isinstance(greeting, str) else json.dumps(greeting)).encode()
+
+    def hello():  # greeting may be a function, called per connection
+        g = greeting() if callable(greeting) else greeting
+        return (g if isinstance(g, str) else json.dumps(g)).encode()
 
     def answer(conn):
         with conn:
             conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)  # big hostile replies
             try:
-                conn.send(hello)
+                conn.send(hello())
                 while True:
                     cmd = conn.recv(4096).decode()
                     if not cmd:
@@ -57,10 +60,10 @@ def listen(path):
 def serve(reply_text, greeting=None):
     """A socket that answers command cmd with {"<cmd up to its first comma>":
     reply_text(cmd)}; reply_text returns the value's JSON text. It greets
-    each connection with `greeting` (a dict, or the text itself; by default
-    DPDK's fields, pid 1). Yields its path; it takes any number of
-    connections while the context lasts. Its server, to the kernel, is this
-    process."""
+    each connection with `greeting` (a dict, or the text itself, or a
+    function returning either per connection; by default DPDK's fields,
+    pid 1). Yields its path; it takes any number of connections while the
+    context lasts. Its server, to the kernel, is this process."""
     with tempfile.TemporaryDirectory(prefix="mlb-fake-telemetry-") as d:
         path = os.path.join(d, "dpdk_telemetry.v2")
         srv = listen(path)
