@@ -178,6 +178,8 @@ void ReloadTask::FinishBuild() {
   const bool kernel_changed = kernel.interface != running_kernel.interface ||
                               kernel.ipv4_prefix_len != running_kernel.ipv4_prefix_len ||
                               kernel.ipv6_prefix_len != running_kernel.ipv6_prefix_len;
+  // The exporter binds once, at start (metrics_task.h).
+  const bool metrics_changed = next->config().metrics != current->config().metrics;
   std::string summary = change.ToString();
   {
     std::lock_guard<std::mutex> lock(options_.publisher->mutex());
@@ -186,11 +188,12 @@ void ReloadTask::FinishBuild() {
     options_.stats->last_refusal.clear();
   }
   options_.publisher->Publish(std::move(next));
-  LogLine(absl::StrFormat("reload (%s): %s%s%s", result->job.why, summary,
+  LogLine(absl::StrFormat("reload (%s): %s%s%s%s", result->job.why, summary,
                           conntrack_changed ? "; [conntrack] changes apply at the next restart" : "",
                           kernel_changed ? "; [kernel] interface and prefix lengths apply at the next "
                                            "restart"
-                                         : ""));
+                                         : "",
+                          metrics_changed ? "; [metrics] listen applies at the next restart" : ""));
   options_.inputs->ConfigPublished(*options_.publisher->Current());
 }
 
