@@ -365,6 +365,8 @@ int WorkerMain(void* arg) {
     Flush(tx.front, c.counters);
     if (two_arm) Flush(tx.backend_side, c.counters);
     c.publisher->Quiescent(c.index);
+    c.counters->polls.Add(1);
+    c.counters->busy_polls.Add(got != 0);
     if (got == 0 && c.idle_sleep_us > 0 && ++idle >= kIdlePassesBeforeSleep) {
       rte_delay_us_sleep(c.idle_sleep_us);  // test mode only: share a small machine
     } else if (got != 0) {
