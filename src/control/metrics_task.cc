@@ -114,7 +114,7 @@ absl::Status MetricsTask::Listen() {
         "%s: cannot serve Prometheus metrics there: %s%s; maglb did not start", where, std::strerror(err), hint));
   }
   daemon_ = MHD_start_daemon(
-      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, nullptr, nullptr, &Handle, &options_,
+      MHD_USE_POLL_INTERNAL_THREAD, 0, nullptr, nullptr, &Handle, &options_,
       MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_THREAD_POOL_SIZE, kMetricsThreads,
       MHD_OPTION_CONNECTION_LIMIT, kMetricsConnectionLimit, MHD_OPTION_CONNECTION_TIMEOUT,
       kMetricsIdleTimeoutS, MHD_OPTION_CONNECTION_MEMORY_LIMIT, kMetricsRequestBytes, MHD_OPTION_END);

@@ -2,11 +2,14 @@
 // listen (metrics_config.h), anything else 404 (other paths) or 405 (other
 // methods). Served by GNU libmicrohttpd on threads of its own, never the
 // control loop's: a small fixed pool (kMetricsThreads) polls every
-// connection with epoll, so an idle or slow client holds a descriptor, not
-// a thread, and cannot delay a scrape behind it. Each connection is capped
+// connection (poll(2): with epoll, libmicrohttpd 0.9.75 can leave a
+// connection that arrived while at the limit unaccepted until another
+// comes), so an idle or slow client holds a descriptor, not a thread, and
+// cannot delay a scrape behind it. Each connection is capped
 // (kMetricsRequestBytes for its request line and headers: larger is refused
-// with 431; kMetricsIdleTimeoutS without progress: closed), and so is their
-// number (kMetricsConnectionLimit: more are closed at once).
+// with 431, a longer URL with 414; kMetricsIdleTimeoutS without progress:
+// closed), and so is their number (kMetricsConnectionLimit: newcomers wait
+// in the kernel's listen backlog until one closes).
 //
 // The body comes from `render` (the controller renders the metric list under
 // its lock: prometheus.h); the workers are never touched beyond the
