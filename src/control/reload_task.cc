@@ -178,8 +178,12 @@ void ReloadTask::FinishBuild() {
   const bool kernel_changed = kernel.interface != running_kernel.interface ||
                               kernel.ipv4_prefix_len != running_kernel.ipv4_prefix_len ||
                               kernel.ipv6_prefix_len != running_kernel.ipv6_prefix_len;
-  // The exporter binds once, at start (metrics_task.h).
-  const bool metrics_changed = next->config().metrics != current->config().metrics;
+  // The exporter binds once, at start (metrics_task.h). Its address, not
+  // its line: an edit above [metrics] moves that.
+  const MetricsConfig& metrics = next->config().metrics;
+  const MetricsConfig& running_metrics = current->config().metrics;
+  const bool metrics_changed = metrics.enabled() != running_metrics.enabled() ||
+                               metrics.address != running_metrics.address;
   std::string summary = change.ToString();
   {
     std::lock_guard<std::mutex> lock(options_.publisher->mutex());

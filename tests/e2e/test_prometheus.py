@@ -233,11 +233,15 @@ def test():
                   "maglb_backend_packets_total of %s = maglbctl's %d" % (name, value))
 
         # 5. A reload that moves the exporter applies at the next restart:
-        # until then it serves where it is.
+        # until then it serves where it is. One that only moves [metrics]
+        # down the file says nothing of it.
+        backends["ipip"]["be1"] = 2
+        tb.reload(lbtest.config_text(backends, extra='\n\n\n[metrics]\nlisten = "%s"\n' % LISTEN))
+        note = "[metrics] listen applies at the next restart"
+        check(note not in tb.read_log(), "a reload with [metrics] unchanged (three lines lower) says nothing of it")
         tb.reload(lbtest.config_text(backends, extra='\n[metrics]\nlisten = "127.0.0.1:9470"\n'))
-        tb.wait_for(lambda: "[metrics] listen applies at the next restart" in tb.read_log(),
-                    "the reload's log line about [metrics]", 10)
-        check("maglb_generation 2\n" in scrape(), "after the reload, /metrics still on %s (generation 2)" % LISTEN)
+        tb.wait_for(lambda: note in tb.read_log(), "the reload's log line about [metrics]", 10)
+        check("maglb_generation 3\n" in scrape(), "after the reloads, /metrics still on %s (generation 3)" % LISTEN)
 
 
 if __name__ == "__main__":
