@@ -10,9 +10,9 @@ PACKAGES=(
   libdpdk-dev dpdk-dev
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev nlohmann-json3-dev
-  libmnl-dev libcurl4-openssl-dev libcpp-httplib-dev ccache
+  libmnl-dev libcurl4-openssl-dev libcpp-httplib-dev libmicrohttpd-dev ccache
   systemd  # systemd.pc (the unit directory) and systemd-analyze (tests/install)
-  bird2
+  bird2 prometheus
   iproute2 ethtool nftables procps psmisc curl iputils-ping
   python3 python3-scapy python3-xxhash tshark
   gnuplot-nox
@@ -45,5 +45,13 @@ if [[ " ${missing[*]} " == *" bird2 "* ]] && command -v systemctl >/dev/null 2>&
    [ -d /run/systemd/system ]; then
   if $SUDO systemctl disable --now bird.service >/dev/null 2>&1; then
     echo "install-deps: disabled the bird.service that bird2 enabled (the fleet testbed starts its own)"
+  fi
+fi
+# prometheus likewise enables a prometheus.service scraping localhost; the
+# tests want only its promtool and a server of their own (e2e_prometheus).
+if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null 2>&1 &&
+   [ -d /run/systemd/system ]; then
+  if $SUDO systemctl disable --now prometheus.service >/dev/null 2>&1; then
+    echo "install-deps: disabled the prometheus.service that prometheus enabled (e2e_prometheus starts its own)"
   fi
 fi

@@ -18,6 +18,7 @@
 #include "maglb/health_config.h"
 #include "maglb/ip_address.h"
 #include "maglb/lookup_table.h"
+#include "maglb/metrics_config.h"
 #include "maglb/table_scheme.h"
 #include "maglb/vip_spec.h"
 
@@ -182,6 +183,8 @@ struct Config {
   KernelConfig kernel;
   /// [announce]: VIP routes for the BGP daemon; off unless set.
   AnnounceConfig announce;
+  /// [metrics]: the Prometheus exporter; off unless set.
+  MetricsConfig metrics;
   std::vector<VipConfig> vips;
 
   const VipConfig* FindVip(std::string_view name) const;

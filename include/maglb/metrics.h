@@ -153,6 +153,12 @@ constexpr std::string_view LocalName(LocalCounter c) { return kLocalCounterLabel
     "Tracked flows moved because their backend was removed", v.totals.repinned)                   \
   X(kConntrackOccupied, "conntrack_occupied", kGauge, "flows", kByWorker,                         \
     "Conntrack entries in use", v.totals.conntrack_occupied[k.worker])                            \
+  X(kWorkerPolls, "worker_polls", kCounter, "polls", kByWorker,                                   \
+    "Passes of the worker's polling loop", v.LoopOf(k, &LoopCounters::polls))                     \
+  X(kWorkerBusyPolls, "worker_busy_polls", kCounter, "polls", kByWorker,                          \
+    "Passes of the worker's polling loop that found frames to process (over worker_polls: the "   \
+    "busy ratio)",                                                                                \
+    v.LoopOf(k, &LoopCounters::busy_polls))                                                       \
   X(kConntrackCapacity, "conntrack_capacity_per_worker", kGauge, "flows", kNoLabels,              \
     "Conntrack entries each worker has",                                                          \
     v.options.workers.empty() ? 0 : v.options.workers[0]->conntrack().capacity())                 \
@@ -311,6 +317,16 @@ inline constexpr std::string_view kBackendLastProbesKey = "backend_last_probes";
 inline constexpr std::string_view kBackendTextKeys[] = {
     kBackendNamesKey,         kBackendAddressesKey,    kBackendHealthKey,
     kBackendHealthReasonsKey, kBackendHealthChecksKey, kBackendLastProbesKey};
+/// What exporters with labels (Prometheus) show per VIP besides the metrics:
+/// an info metric, of value 1, whose labels are the VIP's settings and its
+/// table's fingerprint (telemetry's /maglb/vip shows the same as fields).
+/// Its value is its labels, which the list's numbers cannot carry.
+inline constexpr std::string_view kVipInfoName = "vip_info";
+inline constexpr std::string_view kVipInfoHelp =
+    "The VIP's settings and its lookup table's fingerprint as labels; always 1";
+inline constexpr std::string_view kVipInfoLabels[] = {"vip",        "address",   "protocol",   "port",
+                                                      "forwarding", "algorithm", "fingerprint"};
+
 /// The longest text value telemetry sends: DPDK's RTE_TEL_MAX_STRING_LEN
 /// less its NUL (DPDK cuts a longer one there, wherever that falls).
 inline constexpr size_t kMaxTelemetryText = 127;

@@ -8,6 +8,8 @@
 
 #include "absl/strings/str_format.h"
 #include "control/log.h"
+#include "control/metrics_view.h"
+#include "control/prometheus.h"
 #include "control/service_notify.h"
 
 namespace maglb {
@@ -43,14 +45,29 @@ Controller::Controller(ControllerOptions options)
           .stats = &stats_,
           .kernel_interface = options_.kernel_interface,
       }),
-      // The announcer last: stopped first, it withdraws while the rest still runs.
-      tasks_{&neighbor_task_, &health_task_, &reload_task_, &announce_task_} {
+      metrics_task_(MetricsTask::Options{
+          .render =
+              [this] {
+                std::string body;
+                WithView([&](const LbState& state, const CounterTotals& totals, const ControlStats& control,
+                             const ControllerOptions& options) {
+                  body = RenderPrometheus(MetricsView(state, totals, control, options, NowNs()));
+                });
+                return body;
+              },
+          .content_type = kPrometheusContentType,
+      }),
+      // The exporter first: a port in use fails the start before anything
+      // else began. The announcer last: stopped first, it withdraws while the
+      // rest still runs.
+      tasks_{&metrics_task_, &neighbor_task_, &health_task_, &reload_task_, &announce_task_} {
   inputs_.AddSource(&neighbor_task_);
   inputs_.AddSource(&health_task_);
 }
 
 absl::Status Controller::Start(const Config& config) {
   stats_.started_ns = NowNs();
+  metrics_task_.Configure(config.metrics, options_.config_path);
   absl::Status published = reload_task_.PublishFirst(config);
   if (!published.ok()) return published;
   absl::StatusOr<std::unique_ptr<EventLoop>> loop = EventLoop::Create();

@@ -4,7 +4,8 @@
 // thread), NeighborTask resolves next hops by ARP/ND and HealthTask checks
 // backends; both feed the snapshots through SnapshotInputs; AnnounceTask
 // puts the routes of the VIPs this instance can serve where the BGP daemon
-// learns them. The controller owns the loop, the tasks and what they count,
+// learns them; MetricsTask serves /metrics to Prometheus ([metrics]), from
+// WithView. The controller owns the loop, the tasks and what they count,
 // routes the signals (SIGHUP: reload; SIGUSR1, SIGTERM: drain; SIGINT:
 // stop), and answers telemetry (telemetry.h) from what it owns.
 #ifndef MAGLB_CONTROL_CONTROLLER_H_
@@ -21,6 +22,7 @@
 #include "control/control_task.h"
 #include "control/event_loop.h"
 #include "control/health_task.h"
+#include "control/metrics_task.h"
 #include "control/neighbor_task.h"
 #include "control/reload_builder.h"
 #include "control/reload_task.h"
@@ -96,6 +98,7 @@ class Controller {
   HealthTask health_task_;
   ReloadTask reload_task_;
   AnnounceTask announce_task_;
+  MetricsTask metrics_task_;
   std::vector<ControlTask*> tasks_;  // in the order they start
   std::string stopped_by_;           // the signal that stopped the loop
 };

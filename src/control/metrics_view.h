@@ -36,6 +36,10 @@ class MetricsView {
   size_t worker_count() const { return totals.conntrack_occupied.size(); }
   /// A loop counter summed over the workers.
   uint64_t Loop(Counter LoopCounters::*counter) const;
+  /// A loop counter of worker k.worker.
+  uint64_t LoopOf(const MetricKey& k, Counter LoopCounters::*counter) const {
+    return k.worker < options.loop_counters.size() ? (options.loop_counters[k.worker]->*counter).value() : 0;
+  }
   uint64_t Local(LocalCounter c) const { return totals.local[static_cast<size_t>(c)]; }
   const CounterTotals::Vip& Vip(const MetricKey& k) const { return totals.vips[k.vip]; }
   const BackendState& Backend(const MetricKey& k) const {

@@ -223,6 +223,12 @@ void ReloadTask::FinishBuild() {
   const bool kernel_changed = kernel.interface != running_kernel.interface ||
                               kernel.ipv4_prefix_len != running_kernel.ipv4_prefix_len ||
                               kernel.ipv6_prefix_len != running_kernel.ipv6_prefix_len;
+  // The exporter binds once, at start (metrics_task.h). Its address, not
+  // its line: an edit above [metrics] moves that.
+  const MetricsConfig& metrics = next->config().metrics;
+  const MetricsConfig& running_metrics = current->config().metrics;
+  const bool metrics_changed = metrics.enabled() != running_metrics.enabled() ||
+                               metrics.address != running_metrics.address;
   std::string summary = change.ToString();
   const ChangedNames changed = Changed(change);
   {
@@ -235,11 +241,12 @@ void ReloadTask::FinishBuild() {
   LogEvent("reload",
            {{"reason", result->job.why}, {"generation", change.generation}, {"vips", changed.vips},
             {"backends", changed.backends}},
-           absl::StrFormat("reload (%s): %s%s%s", result->job.why, summary,
+           absl::StrFormat("reload (%s): %s%s%s%s", result->job.why, summary,
                            conntrack_changed ? "; [conntrack] changes apply at the next restart" : "",
                            kernel_changed ? "; [kernel] interface and prefix lengths apply at the next "
                                             "restart"
-                                          : ""));
+                                          : "",
+                           metrics_changed ? "; [metrics] listen applies at the next restart" : ""));
   options_.inputs->ConfigPublished(*options_.publisher->Current());
   NotifyReady(ServingStatusOf(*options_.publisher->Current()));
 }

@@ -87,6 +87,78 @@ VipConfig TableInput::ToVipConfig() const {
   return v;
 }
 
+std::optional<MetricsListen> ParseMetricsListen(std::string_view text, std::string* why) {
+  constexpr std::string_view kExample =
+      "an IP address and a port, such as \"127.0.0.1:9469\" or \"[::1]:9469\"";
+  for (char ch : text) {
+    if (ch < 0x21 || ch > 0x7e) {
+      *why = absl::StrFormat("must be %s (printable ASCII, no spaces)", kExample);
+      return std::nullopt;
+    }
+  }
+  if (text.empty() || text == "*" || text.starts_with("*:") || (text.front() == ':' && text.find(':', 1) == std::string_view::npos)) {
+    *why = absl::StrFormat("\"%s\": the address to bind must be explicit: %s (0.0.0.0 or [::] "
+                           "to serve on every address)",
+                           text, kExample);
+    return std::nullopt;
+  }
+  std::string_view host, port;
+  if (text.front() == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string_view::npos) {
+      *why = absl::StrFormat("\"%s\": no ']' after the IPv6 address: must be %s", text, kExample);
+      return std::nullopt;
+    }
+    host = text.substr(1, close - 1);
+    const std::string_view rest = text.substr(close + 1);
+    if (rest.empty()) {
+      *why = absl::StrFormat("\"%s\": the port is missing: must be %s", text, kExample);
+      return std::nullopt;
+    }
+    if (rest.front() != ':') {
+      *why = absl::StrFormat("\"%s\": expected ':' and the port after ']': must be %s", text,
+                             kExample);
+      return std::nullopt;
+    }
+    port = rest.substr(1);
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == std::string_view::npos) {
+      *why = absl::StrFormat("\"%s\": the port is missing: must be %s", text, kExample);
+      return std::nullopt;
+    }
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    if (host.find(':') != std::string_view::npos) {
+      *why = absl::StrFormat("\"%s\": an IPv6 address takes brackets before its port: \"[%s]:%s\"",
+                             text, host, port);
+      return std::nullopt;
+    }
+  }
+  std::optional<IpAddress> ip = IpAddress::Parse(host);
+  if (!ip || (text.front() == '[') != ip->is_v6) {
+    const bool bracketed_v4 = ip.has_value() && !ip->is_v6;
+    *why = bracketed_v4
+               ? absl::StrFormat("\"%s\": brackets are for IPv6 addresses: \"%s:%s\"", text, host, port)
+               : absl::StrFormat("\"%s\": \"%s\" is not an IPv4 or IPv6 address (host names are not "
+                                 "resolved): must be %s",
+                                 text, host, kExample);
+    return std::nullopt;
+  }
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos) {
+    *why = absl::StrFormat("\"%s\": \"%s\" is not a port number (1 to 65535): must be %s", text,
+                           port, kExample);
+    return std::nullopt;
+  }
+  const uint32_t number = static_cast<uint32_t>(std::stoul(std::string(port)));
+  if (number == 0 || number > 65535) {
+    *why = absl::StrFormat("\"%s\": port %u is out of range: must be from 1 to 65535%s", text,
+                           number, number == 0 ? " (0 would let the kernel pick one no scraper knows)" : "");
+    return std::nullopt;
+  }
+  return MetricsListen{*ip, static_cast<uint16_t>(number)};
+}
+
 const VipConfig* Config::FindVip(std::string_view name) const {
   for (const VipConfig& v : vips) {
     if (v.name == name) return &v;
@@ -497,6 +569,27 @@ absl::Status ParseAnnounce(const toml::table& t, const std::string& source, cons
                    "vanish with it when maglb dies, so a dead maglb announces nothing; set "
                    "[kernel] interface, or leave [announce] out");
   }
+  return absl::OkStatus();
+}
+
+// [metrics]: the Prometheus exporter's address (metrics_config.h).
+absl::Status ParseMetrics(const toml::table& t, const std::string& source, MetricsConfig* m) {
+  TableReader r(t, source, "metrics");
+  std::string listen;
+  MAGLB_RETURN_IF_ERROR(r.String("listen", false, &listen));
+  MAGLB_RETURN_IF_ERROR(r.CheckNoUnknownKeys());
+  const toml::node* n = t.get("listen");
+  if (n == nullptr) {
+    return r.Error(nullptr, "listen",
+                   "required key is missing: the address and port /metrics is served on, such as "
+                   "\"127.0.0.1:9469\" or \"[::1]:9469\"; leave [metrics] out for no exporter");
+  }
+  std::string why;
+  std::optional<MetricsListen> address = ParseMetricsListen(listen, &why);
+  if (!address) return r.Error(n, "listen", why);
+  m->listen = std::move(listen);
+  m->address = *address;
+  m->line = static_cast<int>(n->source().begin.line);
   return absl::OkStatus();
 }
 
@@ -1337,6 +1430,10 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
   if (const toml::node* n = r.Get("announce"); n != nullptr) {
     if (!n->is_table()) return r.Error(n, "announce", "must be a table ([announce])");
     MAGLB_RETURN_IF_ERROR(ParseAnnounce(*n->as_table(), source, config.kernel, &config.announce));
+  }
+  if (const toml::node* n = r.Get("metrics"); n != nullptr) {
+    if (!n->is_table()) return r.Error(n, "metrics", "must be a table ([metrics])");
+    MAGLB_RETURN_IF_ERROR(ParseMetrics(*n->as_table(), source, &config.metrics));
   }
   std::vector<const toml::table*> checks;
   MAGLB_RETURN_IF_ERROR(ArrayOfTables(r, "health_check", "health_check", &checks));

@@ -64,6 +64,11 @@ struct alignas(64) LoopCounters {
   Counter kernel_full;      ///< ... that its queue refused: dropped
   Counter from_kernel;      ///< frames the kernel interface sent (read from its queue)
   Counter from_kernel_bytes;
+  /// Passes of the loop, and those that found work (frames from the ports,
+  /// its steering ring or the kernel interface): the ratio of their rates is
+  /// how busy the worker is, since it polls without pause.
+  Counter polls;
+  Counter busy_polls;
 };
 
 /// How often a busy worker reads its kernel-interface queue (an idle one

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -91,6 +92,16 @@ def main():
         with open(kernel_lo, "w") as f:
             f.write(no_kernel.replace("\n[kernel]\n", '\n[kernel]\ninterface = "lo"\n', 1))
         kernel_line = no_kernel[:no_kernel.index("\n[kernel]\n")].count("\n") + 2
+        # [metrics] listen on an address something else holds: the start
+        # fails with the file:line and what to do, after the port was started.
+        holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        metrics_listen = "127.0.0.1:%d" % holder.getsockname()[1]
+        metrics_in_use = os.path.join(tmp, "metrics-in-use.toml")
+        with open(metrics_in_use, "w") as f:
+            f.write(no_kernel + '\n[metrics]\nlisten = "%s"\n' % metrics_listen)
+        metrics_line = (no_kernel + "\n[metrics]\n").count("\n") + 1
         null = "--vdev=net_null0,no-rx=1"
         expect(tmp, "started", null, config, 0, "maglb: stopped on SIGTERM", STARTED_RELEASE,
                stop_after_start=True)
@@ -103,6 +114,11 @@ def main():
         expect(tmp, "kernel_exists", null, kernel_lo, 1,
                "maglb: error: %s:%d: cannot create kernel interface lo: an interface of that name already "
                "exists in this network namespace" % (kernel_lo, kernel_line), STARTED_RELEASE)
+        expect(tmp, "metrics_in_use", null, metrics_in_use, 1,
+               'maglb: error: %s:%d: metrics.listen = "%s": cannot serve Prometheus metrics there: Address '
+               "already in use: another process serves there; pick another port or stop it; maglb did not "
+               "start" % (metrics_in_use, metrics_line, metrics_listen), STARTED_RELEASE)
+        holder.close()
         expect(tmp, "no_port", "--vdev=net_pcap0,iface=mlb-no-such-if", config, 1,
                "maglb: error: no DPDK port: the virtual device --vdev=net_pcap0,iface=mlb-no-such-if "
                "failed to probe", ["rte_eal_cleanup"])

@@ -1298,3 +1298,89 @@ TEST(ConfigAnnounceTest, NeedsTheKernelInterface) {
 
 }  // namespace
 }  // namespace maglb
+
+namespace maglb {
+namespace {
+
+// Issue 12: [metrics]. The section starts on line 1, listen is on line 2.
+std::string Metrics(const std::string& listen) { return "[metrics]\nlisten = \"" + listen + "\"\n"; }
+
+TEST(ConfigMetricsTest, OffWithoutTheSection) {
+  absl::StatusOr<Config> c = ParseConfig("[lb]\n", "test.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->metrics.enabled());
+  EXPECT_EQ(c->metrics, MetricsConfig{});
+}
+
+TEST(ConfigMetricsTest, Ipv4AndIpv6Addresses) {
+  absl::StatusOr<Config> c = ParseConfig(Metrics("127.0.0.1:9469"), "test.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->metrics.enabled());
+  EXPECT_EQ(c->metrics.listen, "127.0.0.1:9469");
+  EXPECT_EQ(c->metrics.address.address, IpAddress::V4(127, 0, 0, 1));
+  EXPECT_EQ(c->metrics.address.port, 9469);
+  EXPECT_EQ(c->metrics.line, 2);
+  absl::StatusOr<Config> v6 = ParseConfig(Metrics("[fd00::10]:65535"), "test.toml");
+  ASSERT_TRUE(v6.ok()) << v6.status();
+  EXPECT_EQ(v6->metrics.address.address, *IpAddress::Parse("fd00::10"));
+  EXPECT_EQ(v6->metrics.address.port, 65535);
+  // Every address, said so explicitly.
+  for (const char* any : {"0.0.0.0:1", "[::]:9469"}) {
+    absl::StatusOr<Config> a = ParseConfig(Metrics(any), "test.toml");
+    ASSERT_TRUE(a.ok()) << any << ": " << a.status();
+  }
+}
+
+TEST(ConfigMetricsTest, RefusesWhatIsNotAnExplicitAddressAndPort) {
+  ExpectRefused(Metrics(""), 2, "metrics.listen", "must be explicit");
+  ExpectRefused(Metrics("*"), 2, "metrics.listen", "must be explicit");
+  ExpectRefused(Metrics("*:9469"), 2, "metrics.listen", "must be explicit");
+  ExpectRefused(Metrics(":9469"), 2, "metrics.listen", "must be explicit");
+  ExpectRefused(Metrics("127.0.0.1"), 2, "metrics.listen", "the port is missing");
+  ExpectRefused(Metrics("[::1]"), 2, "metrics.listen", "the port is missing");
+  ExpectRefused(Metrics("127.0.0.1:"), 2, "metrics.listen", "is not a port number");
+  ExpectRefused(Metrics("127.0.0.1:0"), 2, "metrics.listen", "port 0 is out of range");
+  ExpectRefused(Metrics("127.0.0.1:65536"), 2, "metrics.listen", "port 65536 is out of range");
+  ExpectRefused(Metrics("127.0.0.1:123456"), 2, "metrics.listen", "is not a port number");
+  ExpectRefused(Metrics("127.0.0.1:-1"), 2, "metrics.listen", "is not a port number");
+  ExpectRefused(Metrics("127.0.0.1:+80"), 2, "metrics.listen", "is not a port number");
+  ExpectRefused(Metrics("127.0.0.1:http"), 2, "metrics.listen", "is not a port number");
+  ExpectRefused(Metrics("localhost:9469"), 2, "metrics.listen", "host names are not resolved");
+  ExpectRefused(Metrics("metrics.example.com:9469"), 2, "metrics.listen", "not an IPv4 or IPv6 address");
+  ExpectRefused(Metrics("::1:9469"), 2, "metrics.listen", "takes brackets");
+  ExpectRefused(Metrics("[127.0.0.1]:9469"), 2, "metrics.listen", "brackets are for IPv6");
+  ExpectRefused(Metrics("[::1:9469"), 2, "metrics.listen", "no ']'");
+  ExpectRefused(Metrics("[::1]9469"), 2, "metrics.listen", "expected ':'");
+  ExpectRefused(Metrics("[fe80::1%eth0]:9469"), 2, "metrics.listen", "not an IPv4 or IPv6 address");
+  ExpectRefused(Metrics(" 127.0.0.1:9469"), 2, "metrics.listen", "printable ASCII");
+  ExpectRefused(Metrics("127.0.0.1\\u0000:9469"), 2, "metrics.listen", "printable ASCII");
+  ExpectRefused(Metrics("127.0.0.1:9469\\n"), 2, "metrics.listen", "printable ASCII");
+  ExpectRefused("[metrics]\nlisten = 9469\n", 2, "metrics.listen", "must be a string");
+  ExpectRefused("[metrics]\n", 1, "metrics.listen", "required key is missing");
+  ExpectRefused("[metrics]\nlisen = \"127.0.0.1:9469\"\n", 2, "metrics.lisen",
+                "unknown key (did you mean \"listen\"?)");
+  ExpectRefused("metrics = \"127.0.0.1:9469\"\n", 1, "metrics", "must be a table");
+}
+
+// The example's [metrics] is commented out (off by default); uncommented, it
+// parses as documented.
+TEST(ConfigMetricsTest, TheExamplesSectionUncommented) {
+  absl::StatusOr<Config> as_is = LoadConfig("config/example.toml");
+  ASSERT_TRUE(as_is.ok()) << as_is.status();
+  EXPECT_FALSE(as_is->metrics.enabled());
+  std::ifstream in("config/example.toml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string example = text.str();
+  for (const std::string line : {"[metrics]", "listen = \"127.0.0.1:9469\""}) {
+    const size_t at = example.find("\n# " + line + "\n");
+    ASSERT_NE(at, std::string::npos) << "config/example.toml: no \"# " << line << "\" line";
+    example.erase(at + 1, 2);
+  }
+  absl::StatusOr<Config> on = ParseConfig(example, "example.toml");
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_EQ(on->metrics.listen, "127.0.0.1:9469");
+}
+
+}  // namespace
+}  // namespace maglb

@@ -156,6 +156,19 @@ TEST(Metrics, EveryLocalCounterIsAMetric) {
   }
 }
 
+// The VIP info (for exporters with labels) is no entry's name, and its
+// labels are legal, distinct, and include the VIP's.
+TEST(Metrics, VipInfoIsNoMetricsName) {
+  for (const MetricInfo& m : Metrics()) EXPECT_NE(m.name, kVipInfoName);
+  const std::regex label_name("[a-zA-Z_][a-zA-Z0-9_]*");
+  std::set<std::string_view> seen;
+  for (std::string_view n : kVipInfoLabels) {
+    EXPECT_TRUE(std::regex_match(std::string(n), label_name)) << n;
+    EXPECT_TRUE(seen.insert(n).second) << n;
+  }
+  EXPECT_TRUE(seen.count(LabelNames(MetricLabels::kVip)[0]));
+}
+
 TEST(Metrics, TelemetryNamesStayAsTheyWere) {
   EXPECT_EQ(ReasonKey(GetMetric(MetricId::kDrop), "no_vip"), "drop_no_vip");
   EXPECT_EQ(ReasonKey(GetMetric(MetricId::kDropSteerRingFull), "steer_ring_full"),
