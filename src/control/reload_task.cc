@@ -143,15 +143,15 @@ void ReloadTask::StartRebuild() {
 // Counts and logs a refused reload; the running state stays as it is.
 void ReloadTask::RefuseReload(const std::string& why, const std::string& msg,
                               const LbState& current) {
-  {
-    std::lock_guard<std::mutex> lock(options_.publisher->mutex());
-    ++options_.stats->reloads_refused;
-    options_.stats->last_refusal = msg;
-  }
   LogEvent("reload_refused", {{"reason", why}, {"error", msg}, {"generation", current.generation()}},
            absl::StrFormat("reload (%s) refused: %s; still serving generation %u", why, msg,
                            current.generation()),
            LogLevel::kWarning);
+  {
+    std::lock_guard<std::mutex> lock(options_.publisher->mutex());  // counted once logged
+    ++options_.stats->reloads_refused;
+    options_.stats->last_refusal = msg;
+  }
   // The service manager's reload ends here too: it is back to serving.
   NotifyReady(absl::StrCat(ServingStatusOf(current), "; last reload refused: ", msg));
 }
@@ -231,12 +231,6 @@ void ReloadTask::FinishBuild() {
                                metrics.address != running_metrics.address;
   std::string summary = change.ToString();
   const ChangedNames changed = Changed(change);
-  {
-    std::lock_guard<std::mutex> lock(options_.publisher->mutex());
-    ++options_.stats->reloads_ok;
-    if (change.empty()) ++options_.stats->reloads_unchanged;
-    options_.stats->last_refusal.clear();
-  }
   options_.publisher->Publish(std::move(next));
   LogEvent("reload",
            {{"reason", result->job.why}, {"generation", change.generation}, {"vips", changed.vips},
@@ -247,6 +241,13 @@ void ReloadTask::FinishBuild() {
                                             "restart"
                                           : "",
                            metrics_changed ? "; [metrics] listen applies at the next restart" : ""));
+  {
+    // Counted once logged: whoever sees the count (telemetry, tests) finds the line.
+    std::lock_guard<std::mutex> lock(options_.publisher->mutex());
+    ++options_.stats->reloads_ok;
+    if (change.empty()) ++options_.stats->reloads_unchanged;
+    options_.stats->last_refusal.clear();
+  }
   options_.inputs->ConfigPublished(*options_.publisher->Current());
   NotifyReady(ServingStatusOf(*options_.publisher->Current()));
 }

@@ -5,11 +5,13 @@ a long download streams. Uses the e2e harness (lbtest), so everything is torn
 down however it ends."""
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
 
 import lbtest
+import test_prometheus
 from lbtest import VIP, run
 
 REQUESTS = 300
@@ -62,7 +64,51 @@ fall = 2
 
 
 def with_health(text):
-    return text.replace('name = "web-gre"\n', 'name = "web-gre"\nhealth_check = "http"\nslow_start_s = 4\n') + HEALTH
+    return (text.replace('name = "web-gre"\n', 'name = "web-gre"\nhealth_check = "http"\nslow_start_s = 4\n') + HEALTH
+            + '\n[metrics]\nlisten = "%s"\n' % test_prometheus.LISTEN)
+
+
+def show_prometheus(tb):
+    banner("Prometheus: a real server scraping maglb's /metrics every second, then a PromQL query")
+    if shutil.which("prometheus") is None:
+        print("  (prometheus is not installed: scripts/install-deps.sh installs it)")
+        return
+    print("  # curl http://%s/metrics | head" % test_prometheus.LISTEN)
+    lines = [l for l in test_prometheus.scrape().splitlines() if l.startswith("maglb_backend_packets_total")]
+    print("  " + "\n  ".join(lines[:4]))
+    prom_dir = os.path.join(tb.tmp, "prometheus")
+    os.makedirs(prom_dir)
+    test_prometheus.prometheus_config(os.path.join(prom_dir, "prometheus.yml"))
+    with open(os.path.join(prom_dir, "prometheus.log"), "w") as prom_log:
+        prom = subprocess.Popen(
+            ["ip", "netns", "exec", "mlb-lb", "prometheus", "--config.file=" + os.path.join(prom_dir, "prometheus.yml"),
+             "--storage.tsdb.path=" + os.path.join(prom_dir, "data"),
+             "--web.listen-address=" + test_prometheus.PROM_LISTEN, "--log.level=warn"],
+            stdout=prom_log, stderr=subprocess.STDOUT)
+    try:
+        tb.wait_for(lambda: [float(x["value"][1]) for x in test_prometheus.query('up{job="maglb"}')] == [1.0],
+                    "Prometheus scraping maglb", 60)
+        counts = tb.curl_many(VIP["ipip"], 60)
+        print("\n  60 requests through web-ipip: %s" % dict(sorted(counts.items())))
+        expr = 'rate(maglb_backend_packets_total{vip="web-ipip"}[15s])'
+        rates = {}
+
+        def positive():
+            rates.clear()
+            rates.update(test_prometheus.by_backend(test_prometheus.query(expr)))
+            return sum(1 for v in rates.values() if v > 0) == len([b for b in counts if counts[b] > 0])
+
+        tb.wait_for(positive, "rates in Prometheus", 30)
+        print("  PromQL %s:" % expr)
+        for b, v in sorted(rates.items()):
+            print("    backend=%s  %.2f packets/s" % (b, v))
+    finally:
+        prom.send_signal(signal.SIGTERM)
+        try:
+            prom.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            prom.kill()
+            prom.wait(timeout=5)
 
 
 def vip_table(tb, vip):
@@ -188,6 +234,7 @@ def main():
         print("\n".join(out.split("\n\n")[:2]))
 
         show_health(tb)
+        show_prometheus(tb)
         if tb.huge_dir is not None:
             show_capture(tb)
         else:
