@@ -258,30 +258,28 @@ void AnnounceTask::Refresh() {
     absl::Status s = netlink_->ReplaceRoute(table_, protocol_, ifindex_, route.address, route.prefix_len);
     if (s.ok()) continue;
     std::lock_guard<std::mutex> lock(options_.publisher->mutex());
-    ++options_.stats->announce.route_errors;
-    const std::string text(s.message());
-    if (failing_[prefix] != text) {
-      LogEvent("announce_error", {{"prefix", prefix}, {"vips", vips_of_[prefix]}, {"table", table_}, {"error", text}},
-               absl::StrFormat("announce: cannot restore route %s in table %u: %s; retrying", prefix, table_, text),
-               LogLevel::kError);
-      failing_[prefix] = text;
-    }
+    RouteFailed(prefix, "restore", s);
   }
+}
+
+// Counts a failed route request and logs it once per distinct error (not
+// every interval, where it is retried).
+void AnnounceTask::RouteFailed(const std::string& prefix, std::string_view what, const absl::Status& s) {
+  ++options_.stats->announce.route_errors;
+  const std::string text(s.message());
+  if (failing_[prefix] == text) return;
+  LogEvent("announce_error", {{"prefix", prefix}, {"vips", vips_of_[prefix]}, {"table", table_}, {"error", text}},
+           absl::StrFormat("announce: cannot %s route %s in table %u: %s; retrying every interval", what, prefix,
+                           table_, text),
+           LogLevel::kError);
+  failing_[prefix] = text;
 }
 
 bool AnnounceTask::Add(const std::string& prefix, const Route& route, const std::string& reason) {
   absl::Status s = netlink_->ReplaceRoute(table_, protocol_, ifindex_, route.address, route.prefix_len);
   std::lock_guard<std::mutex> lock(options_.publisher->mutex());
   if (!s.ok()) {
-    ++options_.stats->announce.route_errors;
-    const std::string text(s.message());
-    if (failing_[prefix] != text) {  // once per distinct error, not every interval
-      LogEvent("announce_error", {{"prefix", prefix}, {"vips", vips_of_[prefix]}, {"table", table_}, {"error", text}},
-               absl::StrFormat("announce: cannot add route %s to table %u: %s; retrying every interval",
-                               prefix, table_, text),
-               LogLevel::kError);
-      failing_[prefix] = text;
-    }
+    RouteFailed(prefix, "add", s);
     return false;
   }
   failing_.erase(prefix);
@@ -296,15 +294,7 @@ bool AnnounceTask::Remove(const std::string& prefix, const Route& route, const s
   absl::Status s = netlink_->DeleteRoute(table_, protocol_, ifindex_, route.address, route.prefix_len);
   std::lock_guard<std::mutex> lock(options_.publisher->mutex());
   if (!s.ok()) {
-    ++options_.stats->announce.route_errors;
-    const std::string text(s.message());
-    if (failing_[prefix] != text) {
-      LogEvent("announce_error", {{"prefix", prefix}, {"vips", vips_of_[prefix]}, {"table", table_}, {"error", text}},
-               absl::StrFormat("announce: cannot delete route %s from table %u: %s; retrying every interval",
-                               prefix, table_, text),
-               LogLevel::kError);
-      failing_[prefix] = text;
-    }
+    RouteFailed(prefix, "delete", s);
     return false;
   }
   failing_.erase(prefix);

@@ -103,6 +103,8 @@ class AnnounceTask : public ControlTask {
   void Apply(const std::vector<AddressAnnouncement>& decisions, const AnnounceConfig& config);
   bool Add(const std::string& prefix, const Route& route, const std::string& reason);
   bool Remove(const std::string& prefix, const Route& route, const std::string& reason);
+  // Under the publisher's mutex.
+  void RouteFailed(const std::string& prefix, std::string_view what, const absl::Status& s);
   // Deletes every route of ours (those it knows, then the table by
   // protocol); false if the table could not be flushed (retried later).
   bool WithdrawAll(const std::string& reason);

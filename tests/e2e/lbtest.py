@@ -144,6 +144,38 @@ def port_vdevs(workers, two_arm):
     return vdevs
 
 
+def wait_for(pred, what, timeout=10, interval=0.2, context=None):
+    """Polls pred() until true; a TestFailure after `timeout` s, with the last
+    error pred raised and context() (a log tail) if given."""
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            if pred():
+                return
+        except (TestFailure, KeyError, ValueError) as e:
+            last = e
+        time.sleep(interval)
+    tail = "\n" + context()[-3000:] if context else ""
+    raise TestFailure("timed out after %ds waiting for %s (%s)%s" % (timeout, what, last, tail))
+
+
+def take_testbed_lock():
+    """The testbed's lock (LOCK_PATH), waited for at most LOCK_WAIT_S; the
+    open file holds it until closed."""
+    lock = open(LOCK_PATH, "w")
+    deadline = time.time() + LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return lock
+        except BlockingIOError:
+            if time.time() > deadline:
+                lock.close()
+                raise TestFailure("another testbed run held %s for %d s" % (LOCK_PATH, LOCK_WAIT_S))
+            time.sleep(0.5)
+
+
 class Testbed:
     """Context manager: testbed up + maglb running; down and checks on exit."""
 
@@ -178,16 +210,7 @@ class Testbed:
         for path in (MAGLB, MAGLBCTL):
             if not os.path.exists(path):
                 raise TestFailure("%s not built" % path)
-        self.lock = open(LOCK_PATH, "w")
-        deadline = time.time() + LOCK_WAIT_S
-        while True:
-            try:
-                fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.time() > deadline:
-                    raise TestFailure("another testbed run held %s for %d s" % (LOCK_PATH, LOCK_WAIT_S))
-                time.sleep(0.5)
+        self.lock = take_testbed_lock()
         self.tmp = tempfile.mkdtemp(prefix="mlb-e2e-")
         self.config_path = os.path.join(self.tmp, "maglb.toml")
         self.log_path = os.path.join(self.tmp, "maglb.log")
@@ -329,16 +352,7 @@ class Testbed:
         return json.loads(r.stdout)
 
     def wait_for(self, pred, what, timeout=10):
-        deadline = time.time() + timeout
-        last = None
-        while time.time() < deadline:
-            try:
-                if pred():
-                    return
-            except (TestFailure, KeyError, ValueError) as e:
-                last = e
-            time.sleep(0.2)
-        raise TestFailure("timed out after %ds waiting for %s (%s)\n%s" % (timeout, what, last, self.read_log()[-3000:]))
+        wait_for(pred, what, timeout, context=self.read_log)
 
     def generation(self):
         return self.stats()["stats"]["generation"]

@@ -19,7 +19,6 @@ maglb puts into kernel table 4242, the usual backends, real kernel TCP.
 Figures go to the log (this is a test, not a benchmark: only 0 broken and
 the orderings are asserted)."""
 import calendar
-import fcntl
 import json
 import os
 import re
@@ -79,16 +78,7 @@ class Fleet:
             sys.exit(77)
         if not os.path.exists("/usr/sbin/bird"):
             raise TestFailure("bird (bird2) is not installed: scripts/install-deps.sh installs it")
-        self.lock = open(lbtest.LOCK_PATH, "w")
-        deadline = time.time() + lbtest.LOCK_WAIT_S
-        while True:
-            try:
-                fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.time() > deadline:
-                    raise TestFailure("another testbed run held %s" % lbtest.LOCK_PATH)
-                time.sleep(0.5)
+        self.lock = lbtest.take_testbed_lock()
         self.tmp = tempfile.mkdtemp(prefix="mlb-fleet-")
         try:
             r = subprocess.run([TESTBED, "fleet-up", str(len(self.names))], capture_output=True, text=True,
@@ -215,16 +205,7 @@ class Fleet:
 
 
 def wait_for(pred, what, timeout):
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        try:
-            if pred():
-                return
-        except (TestFailure, KeyError, ValueError) as e:
-            last = e
-        time.sleep(0.05)
-    raise TestFailure("timed out after %ds waiting for %s (%s)" % (timeout, what, last))
+    lbtest.wait_for(pred, what, timeout, interval=0.05)
 
 
 def wait_nexthops(fleet, want, timeout=20, vip=VIP):

@@ -39,6 +39,7 @@
 #include "dataplane/snapshot.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernel_routes.h"
 #include "maglb/config.h"
 #include "maglb/lb_state.h"
 
@@ -48,6 +49,8 @@ namespace {
 using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 
+using testing::Shell;
+
 constexpr uint32_t kTable = 4242;
 constexpr uint8_t kProto = 249;
 // Generous: a loaded build machine. Every wait is bounded polling on what
@@ -56,19 +59,6 @@ constexpr auto kPatience = std::chrono::seconds(20);
 
 IpAddress Ip(std::string_view s) { return *IpAddress::Parse(s); }
 
-// Runs a shell command; its standard output, and its exit status in *rc.
-std::string Shell(const std::string& command, int* rc = nullptr) {
-  FILE* p = popen((command + " 2>/dev/null").c_str(), "r");
-  if (p == nullptr) return "";
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  if (rc != nullptr) *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
-}
-
 // A route as iproute2 shows it: dst, dev, protocol.
 using Shown = std::tuple<std::string, std::string, std::string>;
 
@@ -76,18 +66,7 @@ using Shown = std::tuple<std::string, std::string, std::string>;
 // every table: asked for one table that does not exist, ip fails).
 std::set<Shown> RoutesIn(uint32_t table) {
   std::set<Shown> routes;
-  for (const char* family : {"-4", "-6"}) {
-    int rc = 0;
-    const std::string out = Shell(std::string("ip -j ") + family + " route show table all", &rc);
-    EXPECT_EQ(rc, 0) << "ip " << family << " route show table all";
-    const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
-    EXPECT_TRUE(j.is_array()) << out;
-    if (!j.is_array()) continue;
-    for (const auto& r : j) {
-      if (r.value("table", "main") != std::to_string(table)) continue;
-      routes.emplace(r.value("dst", ""), r.value("dev", ""), r.value("protocol", ""));
-    }
-  }
+  for (const nlohmann::json& r : testing::RouteObjectsIn(table)) routes.emplace(r.value("dst", ""), r.value("dev", ""), r.value("protocol", ""));
   return routes;
 }
 

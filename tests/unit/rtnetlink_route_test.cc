@@ -28,27 +28,17 @@
 #include "dataplane/rtnetlink.h"
 #include "dataplane/rtnetlink_internal.h"
 #include "gtest/gtest.h"
+#include "kernel_routes.h"
 
 namespace maglb {
 namespace {
+
+using testing::Shell;
 
 constexpr uint32_t kTable = 4242;
 constexpr uint8_t kProto = 249;
 
 IpAddress Ip(const char* text) { return *IpAddress::Parse(text); }
-
-// Runs a shell command; its standard output, and its exit status in *rc.
-std::string Shell(const std::string& command, int* rc = nullptr) {
-  FILE* p = popen((command + " 2>/dev/null").c_str(), "r");
-  if (p == nullptr) return "";
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  if (rc != nullptr) *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
-}
 
 // A route as iproute2 shows it: dst, dev, protocol, scope ("" for universe,
 // which ip leaves out: the only scope an IPv6 route has).
@@ -58,20 +48,8 @@ using Shown = std::tuple<std::string, std::string, std::string, std::string>;
 // every table: asked for one table that does not exist, ip fails.
 std::set<Shown> RoutesIn(uint32_t table) {
   std::set<Shown> routes;
-  for (const char* family : {"-4", "-6"}) {
-    int rc = 0;
-    const std::string out = Shell(std::string("ip -j ") + family + " route show table all", &rc);
-    EXPECT_EQ(rc, 0) << "ip " << family << " route show table all";
-    const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
-    EXPECT_TRUE(j.is_array()) << out;
-    if (!j.is_array()) continue;
-    for (const auto& r : j) {
-      // ip leaves out the main table's name, and names 253 .. 255.
-      const std::string shown_table = r.value("table", "main");
-      const std::string wanted = table == 254 ? "main" : std::to_string(table);
-      if (shown_table != wanted) continue;
-      routes.emplace(r.value("dst", ""), r.value("dev", ""), r.value("protocol", ""), r.value("scope", ""));
-    }
+  for (const nlohmann::json& r : testing::RouteObjectsIn(table)) {
+    routes.emplace(r.value("dst", ""), r.value("dev", ""), r.value("protocol", ""), r.value("scope", ""));
   }
   return routes;
 }
