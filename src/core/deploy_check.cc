@@ -116,7 +116,8 @@ std::string HumanBytes(uint64_t bytes) {
     ++unit;
   }
   if (unit == 0) return absl::StrFormat("%u B", bytes);
-  return absl::StrFormat(v < 10 ? "%.1f %s" : "%.0f %s", v, kUnits[unit]);
+  // Two literal formats: absl checks them at compile time (clang refuses a chosen one).
+  return v < 10 ? absl::StrFormat("%.1f %s", v, kUnits[unit]) : absl::StrFormat("%.0f %s", v, kUnits[unit]);
 }
 
 }  // namespace maglb
