@@ -2,10 +2,13 @@
 // builder from the test tree, measured in the same run.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "maglb/hash.h"
 #include "maglb/maglev.h"
 #include "maglev_reference.h"
 
@@ -17,6 +20,103 @@ std::vector<BackendSpec> Backends(int n) {
   for (int i = 0; i < n; ++i) b.push_back({absl::StrFormat("backend-%d", i), 1});
   return b;
 }
+
+// Weight mixes for the builder-vs-plain-walk comparison: 1 = all equal,
+// otherwise weights 1..range from a fixed generator (the same in every run).
+std::vector<BackendSpec> WeightedBackends(int n, uint32_t range) {
+  std::vector<BackendSpec> b = Backends(n);
+  uint64_t x = 0x9e3779b97f4a7c15ULL;
+  for (BackendSpec& s : b) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    s.weight = 1 + static_cast<uint32_t>((x >> 33) % range);
+  }
+  return b;
+}
+
+// The baseline the builder must beat: the straightforward Maglev fill with no
+// tricks. Each backend keeps its permutation position and walks it one slot
+// at a time (pos += skip mod M, an add and a compare, no division) until an
+// empty slot; a byte per slot says taken. Turn order and weights as the
+// builder defines them (maglev.h): canonical order by the offset hash, and
+// every turn a backend earns `weight` credits and claims once per max_weight.
+// It returns the same LookupTable (fingerprint included), so the two are
+// timed for the same output; BM_PlainWalk checks the tables are equal.
+absl::StatusOr<LookupTable> PlainWalkMaglevTable(std::span<const BackendSpec> backends,
+                                                 uint32_t m) {
+  struct Walker {
+    uint64_t key;
+    uint32_t pos, skip, weight, credit;
+    uint16_t index;
+  };
+  std::vector<Walker> walkers;
+  uint32_t max_weight = 0;
+  for (size_t i = 0; i < backends.size(); ++i) {
+    if (backends[i].weight == 0) continue;
+    MaglevPermutation p = MaglevPermutationOf(backends[i].name, m);
+    walkers.push_back({Xxh64(backends[i].name, kMaglevOffsetSeed), p.offset, p.skip,
+                       backends[i].weight, 0, static_cast<uint16_t>(i)});
+    max_weight = std::max(max_weight, backends[i].weight);
+  }
+  std::sort(walkers.begin(), walkers.end(), [&](const Walker& a, const Walker& b) {
+    if (a.key != b.key) return a.key < b.key;
+    return backends[a.index].name < backends[b.index].name;
+  });
+  std::vector<uint8_t> taken(m, 0);
+  std::vector<uint16_t> slots(m);
+  uint32_t filled = 0;
+  while (true) {
+    for (Walker& w : walkers) {
+      w.credit += w.weight;
+      if (w.credit < max_weight) continue;
+      w.credit -= max_weight;
+      uint32_t pos = w.pos;
+      while (taken[pos]) pos = pos + w.skip >= m ? pos + w.skip - m : pos + w.skip;
+      taken[pos] = 1;
+      slots[pos] = w.index;
+      w.pos = pos + w.skip >= m ? pos + w.skip - m : pos + w.skip;
+      if (++filled == m) return LookupTable(std::move(slots), BackendNames(backends));
+    }
+  }
+}
+
+// Builder and plain walk side by side, per (N, M, weight range). Run both
+// filters in one process and compare the pairs' ratio, not absolute times.
+void BM_Builder(benchmark::State& state) {
+  std::vector<BackendSpec> b = WeightedBackends(static_cast<int>(state.range(0)),
+                                                static_cast<uint32_t>(state.range(2)));
+  const uint32_t m = static_cast<uint32_t>(state.range(1));
+  for (auto _ : state) {
+    absl::StatusOr<LookupTable> t = BuildMaglevTable(b, m);
+    benchmark::DoNotOptimize(t);
+  }
+  state.SetLabel(absl::StrFormat("N=%d M=%u w=1..%d", b.size(), m, state.range(2)));
+}
+
+void BM_PlainWalk(benchmark::State& state) {
+  std::vector<BackendSpec> b = WeightedBackends(static_cast<int>(state.range(0)),
+                                                static_cast<uint32_t>(state.range(2)));
+  const uint32_t m = static_cast<uint32_t>(state.range(1));
+  if (PlainWalkMaglevTable(b, m)->slots() != BuildMaglevTable(b, m)->slots()) {
+    state.SkipWithError("plain walk and builder disagree: the baseline is wrong");
+    return;
+  }
+  for (auto _ : state) {
+    absl::StatusOr<LookupTable> t = PlainWalkMaglevTable(b, m);
+    benchmark::DoNotOptimize(t);
+  }
+  state.SetLabel(absl::StrFormat("N=%d M=%u w=1..%d", b.size(), m, state.range(2)));
+}
+
+void PairArgs(benchmark::internal::Benchmark* bench) {
+  for (int64_t m : {65537, 1000003}) {
+    for (int64_t n : {10, 100, 1000, 5000}) {
+      for (int64_t range : {1, 3, 100}) bench->Args({n, m, range});
+    }
+  }
+  bench->Unit(benchmark::kMicrosecond);
+}
+BENCHMARK(BM_PlainWalk)->Apply(PairArgs);
+BENCHMARK(BM_Builder)->Apply(PairArgs);
 
 void BM_BuildMaglev(benchmark::State& state) {
   std::vector<BackendSpec> b = Backends(static_cast<int>(state.range(0)));
