@@ -2,7 +2,10 @@
 """Full-path benchmark: the real maglb daemon against dpdk-testpmd on the same vdevs.
 
     sudo python3 bench/fullpath.py --quick            # a smoke run (~2 s windows, fewer packets)
-    sudo python3 bench/fullpath.py --workers 1 --out bench/fullpath-out
+    sudo python3 bench/fullpath.py --rounds 3 --out /tmp/fp --pcap-dir /tmp/fp-pcaps
+    sudo python3 bench/fullpath.py --render /tmp/fp/fullpath.json   # table and plot again
+  Needs a release build: meson setup build-rel -Dbuildtype=release &&
+  ninja -C build-rel maglb src/ctl/maglbctl (--build DIR for another).
 
 A benchmark, never a test: nothing here is pass/fail, and it is not in `meson test`.
 
@@ -30,11 +33,19 @@ The traffic source, per case (`--source auto`, the default):
           mbuf per packet, freed on transmit: any number of flows, at the cost of
           a pipe read in the polling thread (a lower ceiling, the same for testpmd).
   The ratio to testpmd macswap is always against the same source and file.
+  Not used: net_memif fed by a generator (testpmd io from a net_pcap replay
+  with a pool of its own): measured here at 0.5-0.8 Mpps into maglb (the
+  generator's memif TX dropped ~90%), below the FIFO. Once maglb's pool can be
+  sized to the ports (issue 13 point 4), `--replay-max` lets replay take the
+  large files too (1M packets: ~1M mbufs, ~2.3 GB of -m at 2 KB buffers).
 
-Mbps/Mpps: maglb's from its telemetry (`maglbctl stats --prefix P --format json`
-read twice, rx packets difference over the window; per worker from the
-per-worker arrays); testpmd's from its `--stats-period 1` Rx-pps of port 0
-after the warm-up, averaged over the window.
+Mpps: maglb's from its telemetry (`maglbctl stats --prefix P --format json`
+read twice, rx_packets difference over the window; telemetry counts packets
+per port, not per worker, so "per worker" is that over the workers polling,
+with each worker's share of busy polls from worker_polls/worker_busy_polls
+_per_worker); testpmd's from its `--stats-period 1` Rx-pps of port 0 after the
+warm-up, averaged over the window. "forwarded" (maglb tx/rx) shows that the
+packets went through the whole path (GRE out), not a drop.
 
 Workers (`--workers N`): maglb gets N worker lcores and testpmd N forwarding
 cores. net_pcap offers no RSS, so maglb polls it with ONE queue whatever N is
@@ -204,8 +215,9 @@ class Bench:
         return path, info
 
     def source(self, case, info):
-        if self.args.source == "replay" or (self.args.source == "auto" and info["packets"] <= REPLAY_MAX_PACKETS):
-            if info["packets"] > REPLAY_MAX_PACKETS:
+        limit = self.args.replay_max
+        if self.args.source == "replay" or (self.args.source == "auto" and info["packets"] <= limit):
+            if info["packets"] > limit:
                 log("warning: %s: %d packets in replay mode exceed maglb's pool" % (case.name, info["packets"]))
             return "replay"
         return "fifo"
@@ -345,18 +357,52 @@ def fmt_flows(n):
 
 def render(results, args):
     head = ("| mix | flows | packets in file (distinct flows) | source | testpmd io Mpps | testpmd macswap Mpps "
-            "| maglb Mpps | maglb per worker | forwarded | ratio to macswap |")
+            "| maglb Mpps | maglb per worker | forwarded | ratio to macswap (range over rounds) |")
     lines = [head, "| " + " | ".join(["---"] * 10) + " |"]
     for r in results:
         pw = " / ".join("%.2f" % x for x in r["maglb"]["per_worker_mpps"]) or "-"
         busy = r["maglb"]["busy_poll_share"]
         if busy:
             pw += " (busy %s)" % " / ".join("%d%%" % round(100 * b) for b in busy)
-        ratio = r["maglb"]["mpps"] / r["macswap"]["mpps"] if r["macswap"]["mpps"] else 0
-        lines.append("| %s | %s | %d (%d) | %s | %.2f | %.2f | %.2f | %s | %.1f%% | %.2f |" % (
+        ratios = sorted(r["ratios"])
+        ratio = "%.2f" % ratios[len(ratios) // 2]
+        if len(ratios) > 1:
+            ratio += " (%.2f-%.2f)" % (ratios[0], ratios[-1])
+        lines.append("| %s | %s | %d (%d) | %s | %.2f | %.2f | %.2f | %s | %.1f%% | %s |" % (
             r["mix"], fmt_flows(r["flows"]), r["packets"], r["distinct"], r["source"], r["io"]["mpps"],
             r["macswap"]["mpps"], r["maglb"]["mpps"], pw, 100 * r["maglb"]["forwarded"], ratio))
+    polling = sorted({r["maglb"]["workers_polling"] for r in results if r["maglb"]["workers_polling"]})
+    lines.append("")
+    lines.append("Mpps: the median over %d interleaved round(s); ratio: median of each round's maglb over "
+                 "the macswap run just before it." % args.rounds)
+    lines.append("maglb: %d worker lcore(s) asked, %s polling; per-worker Mpps is the port's rate over the "
+                 "workers polling (telemetry counts packets per port), busy = share of a worker's polls that "
+                 "got packets." % (args.workers, "/".join(map(str, polling)) or "?"))
+    if polling and max(polling) < args.workers:
+        lines.append("net_pcap offers no RSS, so maglb polls it with one queue; the other lcores idle.")
     return "\n".join(lines)
+
+
+def machine_header(args, load_before):
+    """What bench/RESULTS.md wants beside every figure: command, build type, CPU, load."""
+    buildtype = "?"
+    try:
+        with open(os.path.join(args.build, "meson-info", "intro-buildoptions.json")) as f:
+            buildtype = next(o["value"] for o in json.load(f) if o["name"] == "buildtype")
+    except (OSError, StopIteration, ValueError, KeyError):
+        pass
+    model = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    with open("/proc/loadavg") as f:
+        load_after = " ".join(f.read().split()[:3])
+    return ["command: `%s`" % " ".join(["python3", "bench/fullpath.py"] + sys.argv[1:]),
+            "build: %s (%s), %s" % (args.build, buildtype, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())),
+            "CPU: %s, %d CPUs; load average before %s, after %s" % (model, os.cpu_count() or 0, load_before,
+                                                                   load_after), ""]
 
 
 def plot(results, out_dir):
@@ -378,7 +424,7 @@ def plot(results, out_dir):
     png = os.path.join(out_dir, "fullpath.png")
     cmds = ["set terminal pngcairo size 1000,600" if _has_pngcairo() else "set terminal png size 1000,600",
             "set output '%s'" % png, "set logscale x", "set xlabel 'flows'", "set ylabel 'Mpps'",
-            "set key outside right", "set grid", "set yrange [0:*]",
+            "set key outside right", "set grid", "set yrange [0:*]", "set termoption noenhanced",
             "set title 'maglb full path (net_pcap -> GRE -> net_null) vs testpmd macswap, same vdevs'"]
     plots = []
     for i, mix in enumerate(series):
@@ -404,12 +450,25 @@ def main():
     ap.add_argument("--mix", action="append", choices=["uniform", "zipf", "syn", "mix90"], help="only these mixes")
     ap.add_argument("--max-flows", type=int, help="skip cases with more flows")
     ap.add_argument("--source", choices=["auto", "fifo", "replay"], default="auto")
+    ap.add_argument("--replay-max", type=int, default=REPLAY_MAX_PACKETS,
+                    help="largest file replayed with infinite_rx under --source auto (each packet holds one "
+                         "mbuf of maglb's pool for the whole run); default %(default)s for the 8191-mbuf pool")
     ap.add_argument("--build", default=os.path.join(REPO, "build-rel"), help="build dir with maglb (release)")
     ap.add_argument("--testpmd", default="/usr/bin/dpdk-testpmd")
     ap.add_argument("--out", help="output dir (default: a new one under /tmp)")
     ap.add_argument("--pcap-dir", help="keep generated pcaps here and reuse them")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs, configs)")
+    ap.add_argument("--render", metavar="JSON", help="only print the table (and plot) of a saved fullpath.json")
     args = ap.parse_args()
+    if args.render:
+        with open(args.render) as f:
+            saved = json.load(f)
+        saved_args = argparse.Namespace(**saved["args"])
+        for r in saved["results"]:
+            r.setdefault("ratios", [m / s if s else 0.0 for m, s in zip(r["rounds"]["maglb"], r["rounds"]["macswap"])])
+        print(render(saved["results"], saved_args))
+        plot(saved["results"], os.path.dirname(os.path.abspath(args.render)))
+        return
     args.window = args.window or (2.0 if args.quick else 5.0)
     args.warmup = args.warmup or (1.0 if args.quick else 2.0)
     if os.geteuid() != 0:
@@ -422,6 +481,8 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="maglb-fullpath-")
     bench = Bench(args, tmp)
+    with open("/proc/loadavg") as f:
+        load_before = " ".join(f.read().split()[:3])
     results = []
     try:
         for case in cases(args.quick, args.mix):
@@ -438,9 +499,13 @@ def main():
                     log("  %.2f Mpps" % r["mpps"])
                     runs[what].append(r)
             pick = {k: sorted(v, key=lambda r: r["mpps"])[len(v) // 2] for k, v in runs.items()}
+            # Each round's maglb against the macswap run just before it (the
+            # load of the machine drifts between rounds).
+            ratios = [m["mpps"] / s["mpps"] if s["mpps"] else 0.0 for m, s in zip(runs["maglb"], runs["macswap"])]
             results.append({"mix": case.mix, "flows": case.flows, "packets": info["packets"],
                             "distinct": info["distinct"], "capacity": case.capacity, "source": source,
-                            "rounds": {k: [r["mpps"] for r in v] for k, v in runs.items()}, **pick})
+                            "rounds": {k: [r["mpps"] for r in v] for k, v in runs.items()},
+                            "ratios": ratios, **pick})
             if pick["maglb"]["workers_polling"] is not None and pick["maglb"]["workers_polling"] < args.workers:
                 log("note: %s" % pick["maglb"]["started"])
     finally:
@@ -449,7 +514,7 @@ def main():
             log("temp files kept in %s" % tmp)
         else:
             shutil.rmtree(tmp, ignore_errors=True)
-    table = render(results, args)
+    table = "\n".join(machine_header(args, load_before)) + "\n" + render(results, args)
     with open(os.path.join(out_dir, "fullpath.md"), "w") as f:
         f.write(table + "\n")
     with open(os.path.join(out_dir, "fullpath.json"), "w") as f:
