@@ -491,13 +491,23 @@ def main():
             pcap, info = bench.pcap(case)
             source = bench.source(case, info)
             runs = {"io": [], "macswap": [], "maglb": []}
+            failed = False
             for rnd in range(args.rounds):
+                if failed:
+                    break
                 for what in ("io", "macswap", "maglb"):
                     log("%s (%s) round %d: %s" % (case.name, source, rnd + 1, what))
-                    r = bench.run_maglb(pcap, source, case) if what == "maglb" else \
-                        bench.run_testpmd(pcap, source, what)
+                    try:
+                        r = bench.run_maglb(pcap, source, case) if what == "maglb" else \
+                            bench.run_testpmd(pcap, source, what)
+                    except (RuntimeError, OSError, subprocess.SubprocessError, ValueError, KeyError) as e:
+                        log("  failed, case skipped: %s" % e)
+                        failed = True
+                        break
                     log("  %.2f Mpps" % r["mpps"])
                     runs[what].append(r)
+            if failed:
+                continue
             pick = {k: sorted(v, key=lambda r: r["mpps"])[len(v) // 2] for k, v in runs.items()}
             # Each round's maglb against the macswap run just before it (the
             # load of the machine drifts between rounds).
