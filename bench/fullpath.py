@@ -425,9 +425,9 @@ def plot(results, out_dir):
     cmds = ["set terminal pngcairo size 1000,600" if _has_pngcairo() else "set terminal png size 1000,600",
             "set output '%s'" % png, "set logscale x", "set xlabel 'flows'", "set ylabel 'Mpps'",
             "set key outside right", "set grid", "set yrange [0:*]", "set termoption noenhanced",
-            "set title 'maglb full path (net_pcap -> GRE -> net_null) vs testpmd macswap, same vdevs\\n"
-            "source per point: %s'" % ", ".join("%s %s" % (fmt_flows(r["flows"]), r["source"]) for r in results
-                                                if r["mix"] == "uniform") or "see table"]
+            'set title "maglb full path (net_pcap -> GRE -> net_null) vs testpmd macswap, same vdevs\\n'
+            'source per point: %s"' % (", ".join("%s %s" % (fmt_flows(r["flows"]), r["source"]) for r in results
+                                                 if r["mix"] == "uniform") or "see table")]
     plots = []
     for i, mix in enumerate(series):
         plots.append("'%s' index %d using 1:2 with linespoints lw 2 pt 7 title 'maglb %s'" % (dat, i, mix))
