@@ -13,6 +13,7 @@
 #include <ctime>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
 #include "control/log.h"
 
@@ -41,9 +42,11 @@ bool ServiceNotify(std::string_view state) {
   // '@' names an abstract socket (a leading NUL); otherwise a path, which
   // must be absolute (sd_notify refuses anything else too).
   if ((path[0] != '/' && path[0] != '@') || len >= sizeof(addr.sun_path)) {
+    // Escaped: the variable is the environment's, and a newline in it would
+    // forge a log line.
     LogFailureOnce(absl::StrFormat("'%s' is neither an absolute path nor an abstract '@' name of "
                                    "at most %u bytes",
-                                   path, sizeof(addr.sun_path) - 1));
+                                   absl::CHexEscape(path), sizeof(addr.sun_path) - 1));
     return false;
   }
   std::memcpy(addr.sun_path, path, len);
@@ -59,7 +62,7 @@ bool ServiceNotify(std::string_view state) {
   const int err = errno;
   close(fd);
   if (sent != static_cast<ssize_t>(state.size())) {
-    LogFailureOnce(absl::StrFormat("send to %s: %s", path, sent < 0 ? std::strerror(err) : "short"));
+    LogFailureOnce(absl::StrFormat("send to %s: %s", absl::CHexEscape(path), sent < 0 ? std::strerror(err) : "short"));
     return false;
   }
   return true;

@@ -189,7 +189,7 @@ void DeploymentCheck::CheckPortsAndMemory(const Config& config, uint16_t port, i
     pool_text[socket].push_back(absl::StrFormat("port %u: %u x %u B", p, mbufs, room));
   }
   if (failed()) return;
-  if (config.kernel.enabled()) {
+  if (config.kernel.enabled() && workers > 0) {  // 0 workers (no queue): no pool to size
     const int socket = static_cast<int>(rte_socket_id());
     const uint32_t mbufs = kKernelMbufsPerQueue * workers - 1;
     pool_bytes[socket] += PoolBytes(mbufs, RTE_MBUF_DEFAULT_BUF_SIZE);

@@ -41,11 +41,18 @@ void SnapshotPublisher::ReaderOffline(uint32_t id) {
 void SnapshotPublisher::Quiescent(uint32_t id) { rte_rcu_qsbr_quiescent(qsbr_, id); }
 
 void SnapshotPublisher::Publish(std::unique_ptr<const LbState> next) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const LbState* old = current_.exchange(next.release(), std::memory_order_acq_rel);
+  const LbState* old;
+  {
+    // Control-side readers take the pointer under mu_ (telemetry, the
+    // exporter): once the swap is done none can reach `old` any more.
+    std::lock_guard<std::mutex> lock(mu_);
+    old = current_.exchange(next.release(), std::memory_order_acq_rel);
+  }
   if (old == nullptr) return;
   // Every worker that could hold `old` passes a quiescent point within one
-  // loop iteration (a few microseconds), so this wait is short.
+  // loop iteration (a few microseconds). Not under mu_: a stalled worker
+  // would hold every telemetry and /metrics reader with it, and hide the
+  // stall it is there to show.
   rte_rcu_qsbr_synchronize(qsbr_, RTE_QSBR_THRID_INVALID);
   delete old;
 }

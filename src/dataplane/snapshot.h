@@ -37,8 +37,9 @@ class SnapshotPublisher {
 
   // --- Control side ---
   /// Swaps in `next`, waits until every online worker has passed a quiescent
-  /// point, then frees the old snapshot. Takes mutex() while swapping and
-  /// freeing, so telemetry readers holding mutex() see a live snapshot.
+  /// point, then frees the old snapshot. Takes mutex() for the swap only:
+  /// telemetry readers take the pointer under mutex(), so none holds the old
+  /// one afterwards, and none waits while a stalled worker delays the free.
   void Publish(std::unique_ptr<const LbState> next);
   /// Serialises control-side readers (telemetry) against Publish().
   std::mutex& mutex() { return mu_; }

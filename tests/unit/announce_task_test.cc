@@ -474,7 +474,7 @@ TEST_F(AnnounceTaskTest, AStallThatBlocksPublishOnTheLoopThreadStillWithdraws) {
   ASSERT_NO_FATAL_FAILURE(Switch(worker_, Mode::kStall));
   // A reload on the loop's thread waits for the stalled worker; meanwhile a
   // second thread sees the table emptied, then lets the worker go on.
-  std::atomic<bool> withdrawn{false};
+  std::atomic<bool> withdrawn{false}, readable{false};
   std::thread watcher([&] {
     const auto deadline = Clock::now() + kPatience;
     while (Clock::now() < deadline) {
@@ -484,11 +484,19 @@ TEST_F(AnnounceTaskTest, AStallThatBlocksPublishOnTheLoopThreadStillWithdraws) {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+    // Telemetry and /metrics read under the publisher's mutex: a stalled
+    // worker must not hold it through the blocked Publish.
+    while (Clock::now() < deadline && !readable) {
+      std::unique_lock<std::mutex> lock(publisher_->mutex(), std::try_to_lock);
+      readable = lock.owns_lock() && publisher_->Current() != nullptr;
+      if (!readable) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     Switch(worker_, Mode::kRun);
   });
   Publish(TestConfig(Announce()));  // blocks until the worker goes on
   watcher.join();
   EXPECT_TRUE(withdrawn.load()) << "the table was not emptied while Publish was blocked";
+  EXPECT_TRUE(readable.load()) << "readers were locked out while Publish was blocked";
   ASSERT_TRUE(RunUntil([&] { return RoutesIn(kTable) == Served() && Stats().state == "announcing"; }))
       << ::testing::PrintToString(RoutesIn(kTable)) << " " << Stats().state;
 }
