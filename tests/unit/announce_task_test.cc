@@ -39,6 +39,7 @@
 #include "dataplane/snapshot.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test_eal.h"
 #include "kernel_routes.h"
 #include "maglb/config.h"
 #include "maglb/lb_state.h"
@@ -205,26 +206,8 @@ const AnnounceStatus::Prefix* FindPrefix(const AnnounceStatus& s, const std::str
 
 class AnnounceTaskTest : public ::testing::Test {
  protected:
-  // Once a process: the EAL cannot be initialised again after its cleanup
-  // (--gtest_repeat runs SetUpTestSuite again), so it is cleaned up at exit.
   static void SetUpTestSuite() {
-    static bool tried = false;
-    if (tried || geteuid() != 0) return;
-    tried = true;
-    const std::string prefix = absl::StrCat("--file-prefix=maglb_announce_task_test_", getpid());
-    std::vector<std::string> args = {"announce_task_test", "--no-huge", "-m", "64", "--no-pci",
-                                     "--lcores=(0-1)@(0-1)", "--log-level=5", "--no-shconf",
-                                     "--no-telemetry", prefix};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    eal_ok_ = rte_eal_init(static_cast<int>(argv.size()), argv.data()) >= 0;
-    if (eal_ok_) {
-      std::atexit([] {
-        const std::string runtime_dir = rte_eal_get_runtime_dir();
-        rte_eal_cleanup();
-        rmdir(runtime_dir.c_str());  // left empty by --no-shconf
-      });
-    }
+    if (geteuid() == 0) eal_ok_ = testing::StartTestEal("announce_task_test", 64, "(0-1)@(0-1)");
   }
 
   void SetUp() override {

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "dataplane/snapshot.h"
 #include "gtest/gtest.h"
+#include "test_eal.h"
 #include "maglb/config.h"
 #include "maglb/lb_state.h"
 
@@ -96,21 +97,7 @@ bool StaysUnpassed(const SnapshotPublisher& p, uint64_t token) {
 
 class SnapshotLivenessTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    const std::string prefix = absl::StrCat("--file-prefix=maglb_liveness_test_", getpid());
-    std::vector<std::string> args = {"snapshot_liveness_test", "--no-huge", "-m", "64", "--no-pci",
-                                     "--lcores=(0-2)@(0-1)", "--log-level=5", "--no-shconf",
-                                     "--no-telemetry", prefix};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    eal_ok_ = rte_eal_init(static_cast<int>(argv.size()), argv.data()) >= 0;
-  }
-  static void TearDownTestSuite() {
-    if (!eal_ok_) return;
-    const std::string runtime_dir = rte_eal_get_runtime_dir();
-    rte_eal_cleanup();
-    rmdir(runtime_dir.c_str());  // left empty by --no-shconf
-  }
+  static void SetUpTestSuite() { eal_ok_ = testing::StartTestEal("liveness_test", 64, "(0-2)@(0-1)"); }
 
   void SetUp() override {
     ASSERT_TRUE(eal_ok_) << "rte_eal_init failed";

@@ -27,6 +27,7 @@
 #include "dataplane/snapshot.h"
 #include "dataplane/worker_loop.h"
 #include "gtest/gtest.h"
+#include "test_eal.h"
 #include "maglb/flow_hash.h"
 #include "maglb/lb_state.h"
 #include "maglb/pipeline.h"
@@ -75,20 +76,7 @@ FlowKey ClientKey(uint16_t sport) {
 
 class SteerDataplaneTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    const std::string prefix = absl::StrCat("--file-prefix=maglb_steer_test_", getpid());
-    std::vector<std::string> args = {"steer_dataplane_test", "--no-huge", "-m", "256", "--no-pci",
-                                     "--lcores=(0-2)@(0-1)", "--log-level=5", "--no-shconf", "--no-telemetry", prefix};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    eal_ok_ = rte_eal_init(static_cast<int>(argv.size()), argv.data()) >= 0;
-  }
-  static void TearDownTestSuite() {
-    if (!eal_ok_) return;
-    const std::string runtime_dir = rte_eal_get_runtime_dir();
-    rte_eal_cleanup();
-    rmdir(runtime_dir.c_str());  // left empty by --no-shconf
-  }
+  static void SetUpTestSuite() { eal_ok_ = testing::StartTestEal("steer_test", 256, "(0-2)@(0-1)"); }
 
   static rte_mbuf* Mbuf(rte_mempool* pool, const Bytes& frame) {
     rte_mbuf* m = rte_pktmbuf_alloc(pool);
