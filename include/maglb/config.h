@@ -19,6 +19,7 @@
 #include "maglb/ip_address.h"
 #include "maglb/lookup_table.h"
 #include "maglb/metrics_config.h"
+#include "maglb/port_sizing.h"
 #include "maglb/table_scheme.h"
 #include "maglb/vip_spec.h"
 
@@ -163,6 +164,9 @@ struct LbConfig {
   uint32_t reply_burst = kDefaultReplyBurst;
   /// Cap on the sum of all VIPs' table memory (kDefaultMaxTableMemoryMb).
   uint32_t max_table_memory_mb = kDefaultMaxTableMemoryMb;
+  /// Descriptors per queue and packet buffers per data port
+  /// (rx_descriptors, tx_descriptors, mbufs; port_sizing.h): set at start.
+  PortSizingConfig sizing;
 };
 
 /// A static neighbour entry: overrides ARP/ND for that address.

@@ -229,14 +229,19 @@ void ReloadTask::FinishBuild() {
   const MetricsConfig& running_metrics = current->config().metrics;
   const bool metrics_changed = metrics.enabled() != running_metrics.enabled() ||
                                metrics.address != running_metrics.address;
+  // Descriptor rings and packet buffer pools are made once, at start (port.cc).
+  const bool sizing_changed = !next->config().lb.sizing.SameValues(current->config().lb.sizing);
   std::string summary = change.ToString();
   const ChangedNames changed = Changed(change);
   options_.publisher->Publish(std::move(next));
   LogEvent("reload",
            {{"reason", result->job.why}, {"generation", change.generation}, {"vips", changed.vips},
             {"backends", changed.backends}},
-           absl::StrFormat("reload (%s): %s%s%s%s", result->job.why, summary,
+           absl::StrFormat("reload (%s): %s%s%s%s%s", result->job.why, summary,
                            conntrack_changed ? "; [conntrack] changes apply at the next restart" : "",
+                           sizing_changed ? "; [lb] rx_descriptors, tx_descriptors and mbufs apply at the "
+                                            "next restart"
+                                          : "",
                            kernel_changed ? "; [kernel] interface and prefix lengths apply at the next "
                                             "restart"
                                           : "",

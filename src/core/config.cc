@@ -376,6 +376,22 @@ absl::Status ReadNameAndAddress(TableReader& r, const toml::table& t, std::strin
   return absl::OkStatus();
 }
 
+// A sizing key of [lb]: 0 (or absent) leaves it to maglb, else min..max.
+absl::Status SizingKey(TableReader& r, std::string_view key, uint32_t min,
+                       uint32_t max, std::string_view zero_means, uint32_t* out, int* line) {
+  const std::string range = absl::StrFormat("must be 0 (%s) or from %u to %u", zero_means, min, max);
+  const toml::node* n = r.Get(key);
+  if (n == nullptr) return absl::OkStatus();
+  *line = static_cast<int>(n->source().begin.line);
+  if (!n->is_integer()) return r.Error(n, key, absl::StrCat("must be an integer: ", range));
+  const int64_t v = n->as_integer()->get();
+  if (v != 0 && (v < min || v > max)) {
+    return r.Error(n, key, absl::StrFormat("%d is out of range: %s", v, range));
+  }
+  *out = static_cast<uint32_t>(v);
+  return absl::OkStatus();
+}
+
 absl::Status ParseLb(const toml::table& t, const std::string& source, LbConfig* lb) {
   TableReader r(t, source, "lb");
   int64_t seed = 0;
@@ -397,6 +413,15 @@ absl::Status ParseLb(const toml::table& t, const std::string& source, LbConfig* 
   MAGLB_RETURN_IF_ERROR(r.Unsigned("reply_burst", 1, 100000, &lb->reply_burst));
   MAGLB_RETURN_IF_ERROR(
       r.Unsigned("max_table_memory_mb", 1, kMaxMaxTableMemoryMb, &lb->max_table_memory_mb));
+  MAGLB_RETURN_IF_ERROR(SizingKey(r, "rx_descriptors", kMinDescriptors, kMaxDescriptors,
+                                  "the port's choice (1024, or the driver's preferred ring if larger)",
+                                  &lb->sizing.rx_descriptors, &lb->sizing.rx_descriptors_line));
+  MAGLB_RETURN_IF_ERROR(SizingKey(r, "tx_descriptors", kMinDescriptors, kMaxDescriptors,
+                                  "the port's choice (1024, or the driver's preferred ring if larger)",
+                                  &lb->sizing.tx_descriptors, &lb->sizing.tx_descriptors_line));
+  MAGLB_RETURN_IF_ERROR(SizingKey(r, "mbufs", kMinMbufs, kMaxMbufs,
+                                  "computed from the ports, queues and descriptors", &lb->sizing.mbufs,
+                                  &lb->sizing.mbufs_line));
   MAGLB_RETURN_IF_ERROR(r.CheckNoUnknownKeys());
 
   // Family checks: a v4 key must hold a v4 address, and so on.

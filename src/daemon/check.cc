@@ -45,17 +45,6 @@ std::string PortLabel(uint16_t port_id, const rte_eth_dev_info& dev) {
                          dev.driver_name != nullptr ? dev.driver_name : "?");
 }
 
-// The bytes rte_pktmbuf_pool_create takes for `n` buffers of `data_room`:
-// the objects with their mempool header and trailer, the ring that holds
-// them, the pool's header with a cache per lcore.
-uint64_t PoolBytes(uint32_t n, uint32_t data_room) {
-  rte_mempool_objsz sz{};
-  const uint32_t obj = rte_mempool_calc_obj_size(sizeof(rte_mbuf) + data_room, 0, &sz);
-  const ssize_t ring = rte_ring_get_memsize(rte_align32pow2(n + 1));
-  return uint64_t{n} * obj + static_cast<uint64_t>(std::max<ssize_t>(ring, 0)) + sizeof(rte_mempool) +
-         uint64_t{RTE_MAX_LCORE} * sizeof(rte_mempool_cache) + sizeof(rte_pktmbuf_pool_private);
-}
-
 // Hugepages not yet taken on a NUMA node (all page sizes): what DPDK's heap
 // can still grow by.
 uint64_t FreeHugepageBytes(int socket) {
@@ -141,6 +130,9 @@ void DeploymentCheck::CheckPortsAndMemory(const Config& config, uint16_t port, i
   uint32_t workers = lcores;
   std::map<int, uint64_t> pool_bytes;  // by NUMA socket
   std::map<int, std::vector<std::string>> pool_text;
+  // The ports as a start plans them (port.h PlanPort): the same queues,
+  // descriptors and pools.
+  std::vector<PortPlan> plans;
   for (uint16_t p : ports) {
     if (!rte_eth_dev_is_valid_port(p)) {
       Error(absl::StrFormat("no DPDK port %u (%u available): bind the NIC to vfio-pci "
@@ -153,17 +145,20 @@ void DeploymentCheck::CheckPortsAndMemory(const Config& config, uint16_t port, i
       Error(absl::StrFormat("port %u: rte_eth_dev_info_get failed: %s", p, rte_strerror(-rc)));
       continue;
     }
+    absl::StatusOr<PortPlan> plan = PlanPort(p, lcores, config.lb.mtu, config.lb.sizing);
+    if (!plan.ok()) {
+      Error(std::string(plan.status().message()));
+      continue;
+    }
     PortFacts facts;
     facts.label = PortLabel(p, dev);
     facts.numa_node = rte_eth_dev_socket_id(p);
     facts.max_rx_queues = dev.max_rx_queues;
     facts.max_tx_queues = dev.max_tx_queues;
-    const std::string driver = dev.driver_name != nullptr ? dev.driver_name : "";
-    std::string distribution;
-    const uint16_t queues = PlannedQueues(dev, driver, lcores, &distribution);
-    facts.rss = distribution == "rss" ||
+    const uint16_t queues = plan->queues;
+    facts.rss = plan->distribution == "rss" ||
                 (dev.flow_type_rss_offloads & (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP)) != 0;
-    facts.kernel_fanout = distribution == "kernel fanout";
+    facts.kernel_fanout = plan->distribution == "kernel fanout";
     facts.rx = {dev.rx_desc_lim.nb_min, dev.rx_desc_lim.nb_max, dev.rx_desc_lim.nb_align};
     facts.tx = {dev.tx_desc_lim.nb_min, dev.tx_desc_lim.nb_max, dev.tx_desc_lim.nb_align};
     Ok(absl::StrFormat("%s: found; NUMA node %s; RX offloads used: %s", facts.label,
@@ -171,7 +166,7 @@ void DeploymentCheck::CheckPortsAndMemory(const Config& config, uint16_t port, i
                        (dev.rx_offload_capa & RTE_ETH_RX_OFFLOAD_IPV4_CKSUM) != 0
                            ? "IPv4 header checksum (verified in software otherwise)"
                            : "none (IPv4 header checksums verified in software)"));
-    for (const CheckFinding& f : CheckQueues(facts, lcores, queues, kRxDescriptors, kTxDescriptors)) Add(f);
+    for (const CheckFinding& f : CheckQueues(facts, lcores, queues, plan->rx_wanted, plan->tx_wanted)) Add(f);
     std::vector<LcoreSocket> polling;
     for (uint16_t i = 0; i < queues && i < worker_lcores.size(); ++i) {
       polling.push_back({worker_lcores[i], static_cast<int>(rte_lcore_to_socket_id(worker_lcores[i]))});
@@ -182,21 +177,41 @@ void DeploymentCheck::CheckPortsAndMemory(const Config& config, uint16_t port, i
             : ReadFirstLine(absl::StrFormat("/sys/devices/system/node/node%d/cpulist", facts.numa_node));
     Add(CheckNuma(facts, polling, node_cpus));
     workers = std::min<uint32_t>(workers, queues);
-    const int socket = facts.numa_node < 0 ? 0 : facts.numa_node;  // as SetUpPort allocates
-    const uint32_t mbufs = PortPoolMbufs(queues);
-    const uint32_t room = PortDataRoom(config.lb.mtu);
-    pool_bytes[socket] += PoolBytes(mbufs, room);
-    pool_text[socket].push_back(absl::StrFormat("port %u: %u x %u B", p, mbufs, room));
+    plans.push_back(*std::move(plan));
+  }
+  if (failed()) return;
+  const std::string origin = MbufsOrigin(config.lb.sizing, config.source);
+  for (const PortPlan& plan : plans) {
+    absl::StatusOr<PortPool> pool = PlanPortPool(plan, plans, workers, config.lb.sizing, config.source);
+    if (!pool.ok()) {
+      Error(std::string(pool.status().message()));
+      continue;
+    }
+    const uint32_t mbufs = pool->plan.mbufs;
+    if (pool->plan.below_computed) {
+      Warning(absl::StrFormat("%s: %s, below the %u packet buffers its rings and caches can hold (%s): under "
+                              "load, frames waiting in TX rings can leave RX without buffers (counted as "
+                              "rx_nombuf by the port); raise it, or set 0 to compute",
+                              plan.label, origin, pool->plan.computed, pool->plan.Breakdown(pool->demand)));
+    }
+    pool_bytes[plan.socket] += PoolBytes(mbufs, plan.data_room, PoolPageSize(plan.socket));
+    pool_text[plan.socket].push_back(
+        absl::StrFormat("port %u: %u x %u B, %s", plan.port_id, mbufs, plan.data_room,
+                        pool->plan.configured ? origin : pool->plan.Breakdown(pool->demand)));
   }
   if (failed()) return;
   if (config.kernel.enabled() && workers > 0) {  // 0 workers (no queue): no pool to size
     const int socket = static_cast<int>(rte_socket_id());
-    const uint32_t mbufs = kKernelMbufsPerQueue * workers - 1;
-    pool_bytes[socket] += PoolBytes(mbufs, RTE_MBUF_DEFAULT_BUF_SIZE);
+    const uint32_t mbufs = KernelPoolMbufs(static_cast<uint16_t>(workers), plans.front().tx_descriptors);
+    pool_bytes[socket] += PoolBytes(mbufs, RTE_MBUF_DEFAULT_BUF_SIZE, PoolPageSize(socket));
     pool_text[socket].push_back(absl::StrFormat("[kernel] interface: %u x %u B", mbufs,
                                                 RTE_MBUF_DEFAULT_BUF_SIZE));
   }
   const bool huge = rte_eal_has_hugepages() != 0;
+  const std::string lower =
+      config.lb.sizing.mbufs != 0
+          ? absl::StrFormat("lb.mbufs (%s), [lb] mtu or the worker count", origin)
+          : std::string("[lb] mtu, rx_descriptors / tx_descriptors or the worker count");
   for (const auto& [socket, need] : pool_bytes) {
     rte_malloc_socket_stats stats{};
     rte_malloc_get_socket_stats(socket, &stats);
@@ -210,11 +225,11 @@ void DeploymentCheck::CheckPortsAndMemory(const Config& config, uint16_t port, i
                              HumanBytes(stats.heap_freesz_bytes), HumanBytes(free_pages));
       fix = absl::StrFormat("reserve more hugepages on node %d (dpdk-hugepages.py --node %d --reserve "
                             "SIZE, or /sys/devices/system/node/node%d/hugepages/*/nr_hugepages), or "
-                            "lower [lb] mtu or the worker count",
-                            socket, socket, socket);
+                            "lower %s",
+                            socket, socket, socket, lower);
     } else {
       pool = absl::StrFormat("--no-huge: DPDK's fixed memory (-m) on socket %d", socket);
-      fix = "give EAL more memory with -m (test mode), or lower [lb] mtu or the worker count";
+      fix = absl::StrCat("give EAL more memory with -m (test mode), or lower ", lower);
     }
     Add(CheckMemory(absl::StrFormat("packet buffers (%s)", absl::StrJoin(pool_text[socket], ", ")), need,
                     pool, available, fix));

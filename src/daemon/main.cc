@@ -52,7 +52,6 @@
 namespace maglb {
 namespace {
 
-constexpr unsigned kControlRingSize = 1024;
 constexpr const char* kDefaultEalLogLevel = "--log-level=lib.eal:error";
 
 constexpr const char* kUsage =
@@ -277,8 +276,9 @@ struct Ports {
 // MAC (kernel_port.h).
 absl::Status SetUpKernelPort(const Config& config, Ports& ports) {
   if (!config.kernel.enabled()) return absl::OkStatus();
-  absl::StatusOr<KernelPort> kernel = KernelPort::Create(
-      config.kernel, config.lb, ports.front->mac, static_cast<uint16_t>(ports.num_workers));
+  absl::StatusOr<KernelPort> kernel =
+      KernelPort::Create(config.kernel, config.lb, ports.front->mac, static_cast<uint16_t>(ports.num_workers),
+                         ports.front->tx_descriptors);
   if (!kernel.ok()) {
     return absl::Status(kernel.status().code(),
                         absl::StrFormat("%s:%d: %s", config.source, config.kernel.line,
@@ -289,24 +289,49 @@ absl::Status SetUpKernelPort(const Config& config, Ports& ports) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Ports> SetUpPorts(const AppArgs& args, uint16_t worker_lcores, uint32_t mtu) {
+// What a start makes of the data ports, before any is configured: queues,
+// descriptors, and each port's pool (counting every port's TX rings).
+// maglb --check reports the same plans.
+struct PortsPlan {
+  std::vector<PortPlan> ports;  // the front port, then (two-arm) the backend port
+  std::vector<PortPool> pools;  // one per port, in the same order
+  uint32_t workers = 0;         // queue pairs every port has
+};
+
+absl::StatusOr<PortsPlan> PlanPorts(const AppArgs& args, uint16_t worker_lcores, const Config& config) {
   const bool two_arm = args.backend_port >= 0 && args.backend_port != args.port;
+  PortsPlan plan;
   for (int p : {static_cast<int>(args.port), two_arm ? args.backend_port : -1}) {
-    if (p >= 0 && !rte_eth_dev_is_valid_port(static_cast<uint16_t>(p))) {
+    if (p < 0) continue;
+    if (!rte_eth_dev_is_valid_port(static_cast<uint16_t>(p))) {
       return absl::NotFoundError(
           absl::StrFormat("no DPDK port %d (%u available)", p, rte_eth_dev_count_avail()));
     }
+    absl::StatusOr<PortPlan> port =
+        PlanPort(static_cast<uint16_t>(p), worker_lcores, config.lb.mtu, config.lb.sizing);
+    if (!port.ok()) return port.status();
+    plan.workers = plan.ports.empty() ? port->queues : std::min<uint32_t>(plan.workers, port->queues);
+    plan.ports.push_back(*std::move(port));
   }
-  absl::StatusOr<Port> front = SetUpPort(args.port, worker_lcores, mtu);
+  for (const PortPlan& port : plan.ports) {
+    absl::StatusOr<PortPool> pool = PlanPortPool(port, plan.ports, plan.workers, config.lb.sizing, config.source);
+    if (!pool.ok()) return pool.status();
+    plan.pools.push_back(*std::move(pool));
+  }
+  return plan;
+}
+
+absl::StatusOr<Ports> SetUpPorts(const PortsPlan& plan, const Config& config) {
+  const std::string origin = MbufsOrigin(config.lb.sizing, config.source);
+  absl::StatusOr<Port> front = SetUpPort(plan.ports[0], plan.pools[0], config.lb.mtu, origin);
   if (!front.ok()) return front.status();
   const uint32_t front_queues = front->info().num_queues;
   Ports ports{.kernel = std::nullopt, .front = *std::move(front), .backend = std::nullopt,
               .num_workers = front_queues};
-  if (two_arm) {
+  if (plan.ports.size() > 1) {
     // The pipeline writes one MAC as ours (replies, outer source), so both
     // arms carry the front port's: they sit on different segments.
-    absl::StatusOr<Port> b =
-        SetUpPort(static_cast<uint16_t>(args.backend_port), worker_lcores, mtu);
+    absl::StatusOr<Port> b = SetUpPort(plan.ports[1], plan.pools[1], config.lb.mtu, origin);
     absl::Status mac = b.ok() ? b->SetMac(ports.front->mac) : b.status();
     if (!mac.ok()) return mac;
     ports.num_workers = std::min<uint32_t>(ports.num_workers, b->info().num_queues);
@@ -523,6 +548,10 @@ absl::Status RunControlLoop(const AppArgs& args, const Config& config, int signa
       LaunchWorkers(args, worker_lcores, ports, dp);
   if (!workers.ok()) return workers.status();
   LogStarted(args, config, worker_lcores, ports);
+  // The sizes chosen at start (descriptors, packet buffers, where their
+  // memory is): they change only with a restart.
+  LogLine(absl::StrCat("buffers: ", ports.front->sizing));
+  if (ports.backend) LogLine(absl::StrCat("buffers: ", ports.backend->info().sizing));
   NotifyStarted(config);
 
   std::string why = controller.Run();
@@ -563,8 +592,9 @@ absl::Status Serve(CommandLine& cmd) {
   // answering when Serve returns, before the EAL goes.
   CaptureService capture = CaptureService::Start();
   LogLine(capture.note());
-  absl::StatusOr<Ports> ports =
-      SetUpPorts(cmd.app, static_cast<uint16_t>(worker_lcores.size()), config->lb.mtu);
+  absl::StatusOr<PortsPlan> plan = PlanPorts(cmd.app, static_cast<uint16_t>(worker_lcores.size()), *config);
+  if (!plan.ok()) return plan.status();
+  absl::StatusOr<Ports> ports = SetUpPorts(*plan, *config);
   if (!ports.ok()) return ports.status();
   absl::Status kernel = SetUpKernelPort(*config, *ports);
   if (!kernel.ok()) return kernel;
@@ -608,16 +638,17 @@ int Check(CommandLine& cmd) {
   // The ports as a start sets them up (queues, pools, MTU, started), for the
   // errors only that can tell and for the link; the kernel interface is not
   // made (it would appear in the host's namespace).
-  absl::StatusOr<Ports> ports =
-      SetUpPorts(cmd.app, static_cast<uint16_t>(worker_lcores.size()), config->lb.mtu);
+  absl::StatusOr<PortsPlan> plan = PlanPorts(cmd.app, static_cast<uint16_t>(worker_lcores.size()), *config);
+  absl::StatusOr<Ports> ports = plan.ok() ? SetUpPorts(*plan, *config) : plan.status();
   if (!ports.ok()) {
     check.Error(std::string(ports.status().message()));
     return check.Finish();
   }
-  check.Ok(absl::StrFormat("port %u set up and started: %u queue pair%s (%s), buffers for mtu %u",
+  check.Ok(absl::StrFormat("port %u set up and started: %u queue pair%s (%s), buffers for mtu %u; %s",
                            ports->front.info().port_id, ports->num_workers,
                            ports->num_workers == 1 ? "" : "s", ports->front.info().distribution,
-                           ports->front.info().max_mtu));
+                           ports->front.info().max_mtu, ports->front.info().sizing));
+  if (ports->backend) check.Ok(absl::StrCat("backend ", ports->backend->info().sizing));
   check.CheckLink(ports->front.info().port_id);
   if (ports->backend) check.CheckLink(ports->backend->info().port_id);
   ports->Close();

@@ -18,6 +18,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "dataplane/rtnetlink.h"
+#include "dataplane/worker_loop.h"
+#include "maglb/port_sizing.h"
 
 namespace maglb {
 namespace {
@@ -80,8 +82,25 @@ absl::Status WriteSysctl(const std::string& path, const char* value) {
 
 }  // namespace
 
+uint32_t KernelPoolMbufs(uint16_t queues, uint16_t front_tx_descriptors) {
+  PoolDemand d;
+  d.port = "kernel interface";
+  d.rx_queues = queues;
+  d.rx_descriptors = kKernelRxDescriptors;
+  d.tx_descriptors_total = uint64_t{queues} * front_tx_descriptors;
+  d.workers = queues;
+  d.held_per_worker = kFramesHeldPerWorker;
+  d.control_lcores = 0;  // the control thread neither takes nor frees the tap's frames
+  d.cache_size = kKernelMbufCacheSize;
+  // Computed (no configured count): fails only past kMaxMbufs, which 16
+  // queues of at most 32768 descriptors never reach.
+  absl::StatusOr<PoolPlan> plan = PlanPool(d, PortSizingConfig{}, "");
+  return plan.ok() ? plan->mbufs : kMaxMbufs;
+}
+
 absl::StatusOr<KernelPort> KernelPort::Create(const KernelConfig& kernel, const LbConfig& lb,
-                                              const MacAddress& mac, uint16_t queues) {
+                                              const MacAddress& mac, uint16_t queues,
+                                              uint16_t front_tx_descriptors) {
   const std::string& name = kernel.interface;
   if (queues == 0 || queues > kKernelMaxQueues) {
     return Cannot(name, absl::StrFormat("net_tap takes at most %u queue pairs, one per worker, and "
@@ -155,13 +174,14 @@ absl::StatusOr<KernelPort> KernelPort::Create(const KernelConfig& kernel, const 
 
   // Its own pool: the tap's receive buffers must not eat the data port's.
   const std::string pool_name = absl::StrFormat("maglb_kernel_%u", port_id);
-  const uint32_t mbufs = kKernelMbufsPerQueue * queues;
-  port.pool_.reset(rte_pktmbuf_pool_create(pool_name.c_str(), mbufs - 1, 32, 0,
+  const uint32_t mbufs = KernelPoolMbufs(queues, front_tx_descriptors);
+  port.pool_.reset(rte_pktmbuf_pool_create(pool_name.c_str(), mbufs, kKernelMbufCacheSize, 0,
                                             RTE_MBUF_DEFAULT_BUF_SIZE, rte_socket_id()));
   if (port.pool_ == nullptr) {
     return Cannot(name, absl::StrFormat("cannot allocate %u packet buffers: %s (give EAL more memory "
-                                        "with -m)", mbufs - 1, rte_strerror(rte_errno)));
+                                        "with -m)", mbufs, rte_strerror(rte_errno)));
   }
+  info.mbufs = mbufs;
   for (uint16_t q = 0; q < queues; ++q) {
     rc = rte_eth_rx_queue_setup(port_id, q, kKernelRxDescriptors, rte_socket_id(), nullptr,
                                 port.pool_.get());
@@ -224,9 +244,10 @@ void KernelPort::Close() {
 }
 
 std::string KernelPort::Describe() const {
-  return absl::StrFormat("kernel interface %s: port %u %s, mac %s, mtu %u, %u queue pair%s, addresses %s%s%s",
+  return absl::StrFormat("kernel interface %s: port %u %s, mac %s, mtu %u, %u queue pair%s, %u packet buffers, "
+                         "addresses %s%s%s",
                          info_.interface, info_.port_id, info_.device, info_.mac.ToString(), info_.mtu,
-                         info_.num_queues, info_.num_queues == 1 ? "" : "s",
+                         info_.num_queues, info_.num_queues == 1 ? "" : "s", info_.mbufs,
                          info_.addresses.empty() ? "-" : absl::StrJoin(info_.addresses, " "),
                          info_.note.empty() ? "" : "; ", info_.note);
 }

@@ -49,10 +49,14 @@ inline constexpr uint16_t kKernelMaxQueues = 16;
 /// queue and reads one frame per read(2) into the first.
 inline constexpr uint16_t kKernelRxDescriptors = 64;
 inline constexpr uint16_t kKernelTxDescriptors = 256;
-/// Buffers per queue of the tap's pool: its receive buffers, plus frames
-/// from the kernel waiting in the front port's TX queue (up to its 1024
-/// descriptors) and in the worker's buffers.
-inline constexpr uint32_t kKernelMbufsPerQueue = 2048;
+/// The tap pool's per-lcore cache.
+inline constexpr uint32_t kKernelMbufCacheSize = 32;
+
+/// The buffers of the tap's pool for `queues` queue pairs (one per worker):
+/// its receive buffers, the frames from the kernel that wait in the front
+/// port's TX queues (`front_tx_descriptors` each) and in the workers'
+/// buffers, the workers' caches, and a margin (PlanPool, port_sizing.h).
+uint32_t KernelPoolMbufs(uint16_t queues, uint16_t front_tx_descriptors);
 
 struct KernelPortInfo {
   std::string interface;  ///< the kernel's name for it ([kernel] interface)
@@ -62,6 +66,7 @@ struct KernelPortInfo {
   MacAddress mac;
   uint16_t num_queues = 0;
   uint32_t mtu = 0;
+  uint32_t mbufs = 0;  ///< packet buffers of its pool
   /// "10.0.0.10/24 fd00::10/64 fe80::.../64", as put on it.
   std::vector<std::string> addresses;
   /// A note on what differs from the config (an MTU the tap cannot take).
@@ -75,12 +80,14 @@ struct KernelPortInfo {
 class KernelPort {
  public:
   /// Creates interface `kernel.interface` with `mac` and `queues` queue
-  /// pairs (one per worker), MTU lb.mtu (at most what net_tap takes, said in
+  /// pairs (one per worker), its pool sized for the front port's
+  /// `front_tx_descriptors` per TX queue (KernelPoolMbufs), MTU lb.mtu (at most what net_tap takes, said in
   /// info().note), and the LB's addresses. Errors name the interface and
   /// what to do ("cannot create kernel interface maglb0: ..."); on failure
   /// nothing is left behind.
   static absl::StatusOr<KernelPort> Create(const KernelConfig& kernel, const LbConfig& lb,
-                                           const MacAddress& mac, uint16_t queues);
+                                           const MacAddress& mac, uint16_t queues,
+                                           uint16_t front_tx_descriptors);
 
   KernelPort(KernelPort&& other) noexcept
       : info_(std::move(other.info_)),

@@ -1,12 +1,22 @@
 #include "dataplane/port.h"
 
+#include <rte_eal.h>
+#include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <rte_memory.h>
+#include <rte_mempool.h>
+#include <rte_ring.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "dataplane/worker_loop.h"
+#include "maglb/deploy_check.h"
 #include "maglb/encap.h"
 #include "maglb/packet_buffer.h"
 
@@ -85,7 +95,136 @@ uint32_t PortDataRoom(uint32_t mtu) {
                               RTE_MBUF_DEFAULT_BUF_SIZE);
 }
 
-absl::StatusOr<Port> SetUpPort(uint16_t port_id, uint16_t workers, uint32_t mtu) {
+absl::StatusOr<PortPlan> PlanPort(uint16_t port_id, uint16_t workers, uint32_t mtu,
+                                  const PortSizingConfig& sizing) {
+  if (!rte_eth_dev_is_valid_port(port_id)) {
+    return absl::NotFoundError(absl::StrFormat("no DPDK port %u", port_id));
+  }
+  rte_eth_dev_info dev{};
+  int rc = rte_eth_dev_info_get(port_id, &dev);
+  if (rc != 0) return PortError(port_id, "rte_eth_dev_info_get", rc);
+  PortPlan plan;
+  plan.port_id = port_id;
+  plan.driver = dev.driver_name != nullptr ? dev.driver_name : "?";
+  char name[RTE_ETH_NAME_MAX_LEN] = {};
+  rte_eth_dev_get_name_by_port(port_id, name);
+  plan.label = absl::StrFormat("port %u %s (%s)", port_id, name, plan.driver);
+  plan.queues = PlannedQueues(dev, plan.driver, workers, &plan.distribution);
+  plan.rx_wanted = static_cast<uint16_t>(WantedDescriptors(sizing.rx_descriptors, dev.default_rxportconf.ring_size));
+  plan.tx_wanted = static_cast<uint16_t>(WantedDescriptors(sizing.tx_descriptors, dev.default_txportconf.ring_size));
+  plan.rx_descriptors = plan.rx_wanted;
+  plan.tx_descriptors = plan.tx_wanted;
+  // Within the device's limits (min, max, alignment), as DPDK adjusts them;
+  // the pool is sized for what the port really takes.
+  rc = rte_eth_dev_adjust_nb_rx_tx_desc(port_id, &plan.rx_descriptors, &plan.tx_descriptors);
+  if (rc != 0) return PortError(port_id, "rte_eth_dev_adjust_nb_rx_tx_desc", rc);
+  plan.data_room = PortDataRoom(mtu);
+  const int socket = rte_eth_dev_socket_id(port_id);
+  plan.socket = socket < 0 ? 0 : socket;
+  return plan;
+}
+
+absl::StatusOr<PortPool> PlanPortPool(const PortPlan& port, const std::vector<PortPlan>& all, uint32_t workers,
+                                      const PortSizingConfig& sizing, std::string_view source) {
+  PortPool pool;
+  PoolDemand& d = pool.demand;
+  d.port = absl::StrFormat("port %u", port.port_id);
+  d.rx_queues = port.queues;
+  d.rx_descriptors = port.rx_descriptors;
+  for (const PortPlan& p : all) d.tx_descriptors_total += uint64_t{p.queues} * p.tx_descriptors;
+  d.workers = workers;
+  d.held_per_worker = kFramesHeldPerWorker;
+  d.control_lcores = 1;
+  d.cache_size = kMbufCacheSize;
+  // rte_ring_create(count) holds count - 1.
+  d.ring_slots = 2 * (kControlRingSize - 1);
+  if (workers > 1 && !all.empty() && all.front().distribution == "rss") {
+    d.ring_slots += uint64_t{workers} * (kSteerRingSize - 1);
+  }
+  absl::StatusOr<PoolPlan> plan = PlanPool(d, sizing, source);
+  if (!plan.ok()) return plan.status();
+  pool.plan = *plan;
+  return pool;
+}
+
+std::string MbufsOrigin(const PortSizingConfig& sizing, std::string_view source) {
+  if (sizing.mbufs == 0) return "";
+  return absl::StrFormat("%s:%d: lb.mbufs %u", source, sizing.mbufs_line, sizing.mbufs);
+}
+
+uint64_t PoolPageSize(int socket) {
+  const uint64_t system_page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  if (rte_eal_has_hugepages() == 0) return system_page;
+  struct Walk {
+    int socket;
+    uint64_t smallest;
+  } walk{socket, 0};
+  rte_memseg_list_walk(
+      [](const rte_memseg_list* msl, void* arg) {
+        auto* w = static_cast<Walk*>(arg);
+        if (msl->socket_id == w->socket && msl->page_sz != 0 && (w->smallest == 0 || msl->page_sz < w->smallest)) {
+          w->smallest = msl->page_sz;
+        }
+        return 0;
+      },
+      &walk);
+  return walk.smallest != 0 ? walk.smallest : system_page;
+}
+
+uint64_t PoolBytes(uint32_t n, uint32_t data_room, uint64_t page_size) {
+  rte_mempool_objsz sz{};
+  const uint64_t obj = rte_mempool_calc_obj_size(sizeof(rte_mbuf) + data_room, 0, &sz);
+  // As rte_mempool_op_calc_mem_size_helper lays them out: no object crosses
+  // a page (a pool's buffers must each be IOVA-contiguous), so a page holds
+  // page / obj of them, and an object larger than a page takes whole pages.
+  // With 2 MiB hugepages that wastes nothing; on 4 KiB pages (--no-huge) a
+  // 2.4 KB buffer takes a page of its own.
+  uint64_t objects = uint64_t{n} * obj;
+  if (page_size != 0) {
+    const uint64_t per_page = page_size / obj;
+    objects = per_page > 0 ? (uint64_t{n} + per_page - 1) / per_page * page_size
+                           : uint64_t{n} * ((obj + page_size - 1) / page_size * page_size);
+  }
+  const ssize_t ring = rte_ring_get_memsize(rte_align32pow2(n + 1));
+  return objects + static_cast<uint64_t>(std::max<ssize_t>(ring, 0)) + sizeof(rte_mempool) +
+         uint64_t{RTE_MAX_LCORE} * sizeof(rte_mempool_cache) + sizeof(rte_pktmbuf_pool_private);
+}
+
+namespace {
+
+// The page sizes of the memory a pool's objects are in (its memory chunks'
+// memseg lists): "2 MiB hugepages" where EAL has them, else the system's
+// pages. Several sizes are listed smallest first.
+std::string PoolPages(rte_mempool* pool) {
+  std::vector<uint64_t> sizes;
+  rte_mempool_mem_iter(
+      pool,
+      [](rte_mempool*, void* opaque, rte_mempool_memhdr* memhdr, unsigned) {
+        const rte_memseg_list* msl = rte_mem_virt2memseg_list(memhdr->addr);
+        auto* out = static_cast<std::vector<uint64_t>*>(opaque);
+        const uint64_t size = msl != nullptr ? msl->page_sz : 0;
+        if (std::find(out->begin(), out->end(), size) == out->end()) out->push_back(size);
+      },
+      &sizes);
+  std::sort(sizes.begin(), sizes.end());
+  std::vector<std::string> names;
+  for (uint64_t size : sizes) {
+    if (size == 0) {
+      names.push_back("memory outside DPDK's segments");
+    } else if (rte_eal_has_hugepages() != 0 && size > static_cast<uint64_t>(sysconf(_SC_PAGESIZE))) {
+      names.push_back(absl::StrFormat("%s hugepages", HumanBytes(size)));
+    } else {
+      names.push_back(absl::StrFormat("%s pages (no hugepages: --no-huge)", HumanBytes(size)));
+    }
+  }
+  return names.empty() ? "no memory" : absl::StrJoin(names, " and ");
+}
+
+}  // namespace
+
+absl::StatusOr<Port> SetUpPort(const PortPlan& plan, const PortPool& pool, uint32_t mtu,
+                               const std::string& mbufs_origin) {
+  const uint16_t port_id = plan.port_id;
   if (!rte_eth_dev_is_valid_port(port_id)) {
     return absl::NotFoundError(absl::StrFormat("no DPDK port %u", port_id));
   }
@@ -101,7 +240,8 @@ absl::StatusOr<Port> SetUpPort(uint16_t port_id, uint16_t workers, uint32_t mtu)
   info.name = name;
 
   rte_eth_conf conf{};
-  const uint16_t queues = PlannedQueues(dev, info.driver, workers, &info.distribution);
+  const uint16_t queues = plan.queues;
+  info.distribution = plan.distribution;
   if (info.distribution == "rss") {
     conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
     conf.rx_adv_conf.rss_conf.rss_key = nullptr;  // the PMD's default key
@@ -136,34 +276,54 @@ absl::StatusOr<Port> SetUpPort(uint16_t port_id, uint16_t workers, uint32_t mtu)
 
   rc = rte_eth_dev_configure(port_id, queues, queues, &conf);
   if (rc != 0) return PortError(port_id, "rte_eth_dev_configure", rc);
-  uint16_t rx_desc = kRxDescriptors, tx_desc = kTxDescriptors;
-  rte_eth_dev_adjust_nb_rx_tx_desc(port_id, &rx_desc, &tx_desc);
+  info.rx_descriptors = plan.rx_descriptors;
+  info.tx_descriptors = plan.tx_descriptors;
 
-  int socket = rte_eth_dev_socket_id(port_id);
-  if (socket < 0) socket = 0;
   std::string pool_name = absl::StrFormat("maglb_mbufs_%u", port_id);
   // One buffer holds a whole frame of the MTU (the packet path takes single
   // segments only): 2 KB buffers would drop every fragment over ~2 KB.
-  const uint32_t data_room = PortDataRoom(mtu);
+  const uint32_t data_room = plan.data_room;
   if (data_room > UINT16_MAX) {
     return absl::InvalidArgumentError(
         absl::StrFormat("port %u: lb.mtu %u needs %u-byte packet buffers, more than DPDK's %u",
                         port_id, mtu, data_room, UINT16_MAX));
   }
-  port.pool_.reset(rte_pktmbuf_pool_create(pool_name.c_str(), PortPoolMbufs(queues),
-                                            kMbufCacheSize, 0, static_cast<uint16_t>(data_room),
-                                            socket));
+  const uint32_t mbufs = pool.plan.mbufs;
+  port.pool_.reset(rte_pktmbuf_pool_create(pool_name.c_str(), mbufs, kMbufCacheSize, 0,
+                                            static_cast<uint16_t>(data_room), plan.socket));
   info.pool = port.pool_.get();
   if (info.pool == nullptr) {
+    const bool huge = rte_eal_has_hugepages() != 0;
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "port %u: cannot allocate %u packet buffers of %u bytes: %s (give EAL more memory with -m)",
-        port_id, PortPoolMbufs(queues), data_room, rte_strerror(rte_errno)));
+        "port %u: cannot allocate %u packet buffers of %u bytes (%s%s%s, on NUMA socket %d): %s; %s%s",
+        port_id, mbufs, data_room, HumanBytes(PoolBytes(mbufs, data_room, PoolPageSize(plan.socket))),
+        mbufs_origin.empty() ? ", computed: " : ", ", mbufs_origin.empty() ? pool.plan.Breakdown(pool.demand) : mbufs_origin,
+        plan.socket, rte_strerror(rte_errno),
+        huge ? "reserve more hugepages on that node" : "give EAL more memory with -m",
+        mbufs_origin.empty() ? ", or lower [lb] rx_descriptors / tx_descriptors or the worker count"
+                             : ", or lower lb.mbufs (0: computed)"));
   }
   info.max_mtu = MaxMtuForDataRoom(data_room, RTE_PKTMBUF_HEADROOM);
+  info.mbufs = mbufs;
+  info.pool_pages = PoolPages(info.pool);
+  info.sizing = absl::StrFormat(
+      "port %u: %u RX and %u TX descriptors per queue%s, %u packet buffers of %u bytes (%s) in %s: %s", port_id,
+      plan.rx_descriptors, plan.tx_descriptors,
+      plan.rx_descriptors != plan.rx_wanted || plan.tx_descriptors != plan.tx_wanted
+          ? absl::StrFormat(" (asked %u and %u: the device's limits)", plan.rx_wanted, plan.tx_wanted)
+          : std::string(),
+      mbufs, data_room, HumanBytes(PoolBytes(mbufs, data_room, PoolPageSize(plan.socket))), info.pool_pages,
+      pool.plan.configured
+          ? absl::StrFormat("%s%s (computed: %s)", mbufs_origin,
+                            pool.plan.below_computed ? ", BELOW the computed need: under load, frames waiting "
+                                                       "in TX rings can leave RX without buffers"
+                                                     : "",
+                            pool.plan.Breakdown(pool.demand))
+          : pool.plan.Breakdown(pool.demand));
   for (uint16_t q = 0; q < queues; ++q) {
-    rc = rte_eth_rx_queue_setup(port_id, q, rx_desc, socket, nullptr, info.pool);
+    rc = rte_eth_rx_queue_setup(port_id, q, plan.rx_descriptors, plan.socket, nullptr, info.pool);
     if (rc != 0) return PortError(port_id, "rte_eth_rx_queue_setup", rc);
-    rc = rte_eth_tx_queue_setup(port_id, q, tx_desc, socket, nullptr);
+    rc = rte_eth_tx_queue_setup(port_id, q, plan.tx_descriptors, plan.socket, nullptr);
     if (rc != 0) return PortError(port_id, "rte_eth_tx_queue_setup", rc);
   }
   rc = rte_eth_dev_start(port_id);

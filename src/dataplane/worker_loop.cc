@@ -20,9 +20,6 @@ namespace {
 
 // Idle passes before an (optional) sleep: a busy queue never sleeps.
 constexpr uint32_t kIdlePassesBeforeSleep = 64;
-// Room for a burst plus the fragments or control frames that join it; the
-// buffer is flushed early when full.
-constexpr uint16_t kTxCapacity = kRxBurst * 2;
 
 // Frames waiting for one port's TX queue.
 struct TxBuffer {

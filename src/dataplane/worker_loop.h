@@ -48,6 +48,17 @@ struct rte_ring;
 namespace maglb {
 
 inline constexpr uint16_t kRxBurst = 32;
+/// Frames a worker's TX buffer for one port holds (a burst plus the
+/// fragments or control frames that join it); flushed early when full.
+inline constexpr uint16_t kTxCapacity = kRxBurst * 2;
+/// Frames one worker may hold at once, of any pool: the burst it processes,
+/// another it takes from its steering or control ring, and its three TX
+/// buffers (front port, backend port, kernel interface). Port pools count
+/// them (port.cc).
+inline constexpr uint32_t kFramesHeldPerWorker = 2 * kRxBurst + 3 * kTxCapacity;
+/// Slots of each ring between the workers and the control thread
+/// (main.cc: to the control thread, and from it to worker 0).
+inline constexpr unsigned kControlRingSize = 1024;
 
 /// Counters of the loop around the pipeline (the pipeline counts the rest).
 struct alignas(64) LoopCounters {

@@ -73,7 +73,7 @@ def wait_listening(tb, address):
 
 def check_interface(tb):
     log_text = tb.read_log()
-    check(re.search(r"kernel interface maglb0: port \d+ net_tap_maglb0, mac %s, mtu 1500, %d queue pairs, "
+    check(re.search(r"kernel interface maglb0: port \d+ net_tap_maglb0, mac %s, mtu 1500, %d queue pairs, \d+ packet buffers, "
                     r"addresses 10\.0\.0\.10/24 fd00::10/64 %s/64" % (LB_MAC, WORKERS, LINK_LOCAL),
                     log_text) is not None,
           "maglb logs the kernel interface it made")

@@ -59,6 +59,59 @@ TEST(ConfigTest, ReplyRateAndBurst) {
   ExpectRefused("[lb]\nreply_burst = 0\n", 2, "lb.reply_burst", "out of range");
 }
 
+// [lb] rx_descriptors, tx_descriptors, mbufs (port_sizing.h): absent or 0
+// leaves them to maglb; else within their ranges, each refusal naming the
+// line and key and saying what 0 means.
+TEST(ConfigTest, PortSizingKeys) {
+  absl::StatusOr<Config> d = ParseConfig("[lb]\n", "test.toml");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->lb.sizing.rx_descriptors, 0u);
+  EXPECT_EQ(d->lb.sizing.tx_descriptors, 0u);
+  EXPECT_EQ(d->lb.sizing.mbufs, 0u);
+  EXPECT_EQ(d->lb.sizing.mbufs_line, 0);
+  absl::StatusOr<Config> c =
+      ParseConfig("[lb]\nrx_descriptors = 4096\ntx_descriptors = 64\nmbufs = 1048576\n", "test.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->lb.sizing.rx_descriptors, 4096u);
+  EXPECT_EQ(c->lb.sizing.tx_descriptors, 64u);
+  EXPECT_EQ(c->lb.sizing.mbufs, 1048576u);
+  EXPECT_EQ(c->lb.sizing.rx_descriptors_line, 2);
+  EXPECT_EQ(c->lb.sizing.tx_descriptors_line, 3);
+  EXPECT_EQ(c->lb.sizing.mbufs_line, 4);
+  absl::StatusOr<Config> zero =
+      ParseConfig("[lb]\nrx_descriptors = 0\ntx_descriptors = 0\nmbufs = 0\n", "test.toml");
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  EXPECT_TRUE(zero->lb.sizing.SameValues(PortSizingConfig{}));
+  absl::StatusOr<Config> edges =
+      ParseConfig("[lb]\nrx_descriptors = 32768\ntx_descriptors = 32768\nmbufs = 67108864\n", "test.toml");
+  ASSERT_TRUE(edges.ok()) << edges.status();
+  EXPECT_EQ(edges->lb.sizing.mbufs, kMaxMbufs);
+
+  for (const char* key : {"rx_descriptors", "tx_descriptors"}) {
+    const std::string k = key;
+    const std::string path = "lb." + k;
+    ExpectRefused("[lb]\n" + k + " = 63\n", 2, path,
+                  "63 is out of range: must be 0 (the port's choice (1024, or the driver's preferred ring if "
+                  "larger)) or from 64 to 32768");
+    // 65535 would round up to the port's alignment past 16 bits: 0.
+    ExpectRefused("[lb]\n" + k + " = 65535\n", 2, path, "65535 is out of range");
+    ExpectRefused("[lb]\n" + k + " = 32769\n", 2, path, "out of range");
+    ExpectRefused("[lb]\n" + k + " = -1\n", 2, path, "-1 is out of range");
+    ExpectRefused("[lb]\n" + k + " = 1\n", 2, path, "out of range");
+    ExpectRefused("[lb]\n" + k + " = 4294967296\n", 2, path, "out of range");
+    ExpectRefused("[lb]\n" + k + " = \"4096\"\n", 2, path, "must be an integer: must be 0");
+    ExpectRefused("[lb]\n" + k + " = 1024.0\n", 2, path, "must be an integer");
+  }
+  ExpectRefused("[lb]\nmbufs = 1023\n", 2, "lb.mbufs",
+                "1023 is out of range: must be 0 (computed from the ports, queues and descriptors) or from "
+                "1024 to 67108864");
+  ExpectRefused("[lb]\nmbufs = 67108865\n", 2, "lb.mbufs", "out of range");
+  ExpectRefused("[lb]\nmbufs = 9223372036854775807\n", 2, "lb.mbufs", "out of range");
+  ExpectRefused("[lb]\nmbufs = -8192\n", 2, "lb.mbufs", "out of range");
+  ExpectRefused("[lb]\nmbufs = true\n", 2, "lb.mbufs", "must be an integer");
+  ExpectRefused("[lb]\nmbuf = 8192\n", 2, "lb.mbuf", "unknown key (did you mean \"mbufs\"?)");
+}
+
 TEST(ConfigTest, ParsesMinimalConfigWithDefaults) {
   absl::StatusOr<Config> c = ParseConfig(kMinimal, "test.toml");
   ASSERT_TRUE(c.ok()) << c.status();

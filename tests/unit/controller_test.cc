@@ -477,6 +477,35 @@ TEST_F(ControllerTest, AConntrackChangeIsSaidToWaitForARestart) {
   EXPECT_EQ(LogLines(kWaits).size(), 2 * std::size(keys));
 }
 
+// Descriptor rings and packet buffer pools are made at start: a reload that
+// changes [lb] rx_descriptors, tx_descriptors or mbufs is published and
+// says the change waits for a restart; one that only moves such a key to
+// another line (same value) says nothing.
+TEST_F(ControllerTest, APortSizingChangeIsSaidToWaitForARestart) {
+  Begin();
+  const char* kWaits = "[lb] rx_descriptors, tx_descriptors and mbufs apply at the next restart";
+  auto with = [](const std::string& lb_keys) {
+    std::string t = ConfigText({"a", "b"});
+    return t.replace(t.find("[lb]\n"), 5, "[lb]\n" + lb_keys);
+  };
+  uint64_t reloads = 0;
+  for (const char* key : {"rx_descriptors = 4096\n", "tx_descriptors = 2048\n", "mbufs = 100000\n"}) {
+    const size_t said = LogLines(kWaits).size();
+    ReplaceWith(with(key));
+    ++reloads;
+    ASSERT_TRUE(WaitFor([&](const View& v) { return v.stats.reloads_ok == reloads; })) << key;
+    EXPECT_EQ(LogLines(kWaits).size(), said + 1) << key;
+    ReplaceWith(with(std::string("# moved down a line\n") + key));  // same value: nothing waits
+    ++reloads;
+    ASSERT_TRUE(WaitFor([&](const View& v) { return v.stats.reloads_ok == reloads; })) << key;
+    EXPECT_EQ(LogLines(kWaits).size(), said + 1) << key;
+    ReplaceWith(with(""));  // back to 0 (computed): waits too
+    ++reloads;
+    ASSERT_TRUE(WaitFor([&](const View& v) { return v.stats.reloads_ok == reloads; })) << key;
+    EXPECT_EQ(LogLines(kWaits).size(), said + 2) << key;
+  }
+}
+
 // An editor that writes in place and pauses mid-write (longer than any
 // debounce): the prefix, itself a valid config with fewer VIPs, is never
 // loaded; the close loads the whole file, once.
