@@ -14,7 +14,10 @@
 // rte_hash would need that entry as a separate array read after the lookup.
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cstdio>
+#include <map>
+#include <memory>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -30,6 +33,7 @@
 
 #include "maglb/conntrack.h"
 #include "maglb/flow_hash.h"
+#include "maglb/pipeline.h"
 #include "maglb/xxh64_internal.h"
 #include "legacy_conntrack_hash.h"
 
@@ -243,6 +247,121 @@ void BM_Hash_Keyed(benchmark::State& s) { HashOnly<false>(s); }
 void BM_Hash_Legacy(benchmark::State& s) { HashOnly<true>(s); }
 void BM_RteHash_Bulk_Hit(benchmark::State& s) { DpdkBulk(s, HitIds()); }
 void BM_RteHash_Bulk_Miss(benchmark::State& s) { DpdkBulk(s, MissIds()); }
+// Memory per tracked flow, and lookups at 1M against 10M flows in one run
+// (issue 13 point 4). The process's resident memory (/proc/self/statm) is
+// read before a table is made and after it is filled, beside what the table
+// says it allocated (Conntrack::MemoryBytes: 8-way buckets for 1.25 x the
+// capacity, a 64-byte header per bucket and a 64-byte entry per way, each
+// array rounded to 2 MiB). The table's capacity is its flow count, filled
+// to it, as an operator sizes [conntrack] capacity. Run alone:
+//   conntrack_bench --benchmark_filter='Memory|AtFlows'
+uint64_t ResidentBytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  unsigned long long size = 0, resident = 0;
+  if (f != nullptr) {
+    if (std::fscanf(f, "%llu %llu", &size, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+struct SizedTable {
+  std::unique_ptr<Conntrack> table;
+  std::vector<uint32_t> ids;  // random hits
+  uint64_t resident_delta = 0;
+  double fill_s = 0;
+};
+
+SizedTable& TableOf(uint32_t flows) {
+  static std::map<uint32_t, SizedTable>* tables = new std::map<uint32_t, SizedTable>();
+  auto it = tables->find(flows);
+  if (it != tables->end()) return it->second;
+  SizedTable& t = (*tables)[flows];
+  t.ids = RandomIds(0, flows, kOrder);
+  const uint64_t before = ResidentBytes();
+  const auto start = std::chrono::steady_clock::now();
+  ConntrackConfig c;
+  c.capacity = flows;
+  t.table = std::make_unique<Conntrack>(c, ConntrackKey::Fixed(3));
+  FlowKey k;
+  for (uint32_t id = 0; id < flows; ++id) {
+    MakeKey(id, &k);
+    t.table->Insert(k, t.table->HashOf(k), kTcpAck, id, 0, kNow);
+  }
+  t.fill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  t.resident_delta = ResidentBytes() - before;
+  return t;
+}
+
+// Bulk lookups of hits, as BM_Maglb_Bulk_Hit, in a table of `flows` flows.
+void BM_Maglb_Bulk_Hit_AtFlows(benchmark::State& state) {
+  const uint32_t flows = static_cast<uint32_t>(state.range(0));
+  SizedTable& t = TableOf(flows);
+  Conntrack& ct = *t.table;
+  FlowKey keys[kBurst];
+  const FlowKey* key_ptrs[kBurst];
+  uint64_t hashes[kBurst];
+  ConntrackEntry* out[kBurst];
+  for (size_t i = 0; i < kBurst; ++i) key_ptrs[i] = &keys[i];
+  size_t pos = 0, found = 0;
+  for (auto _ : state) {
+    for (size_t i = 0; i < kBurst; ++i) MakeKey(t.ids[pos + i], &keys[i]);
+    for (size_t i = 0; i < kBurst; ++i) hashes[i] = ct.HashOf(keys[i]);
+    pos = (pos + kBurst) & (kOrder - 1);
+    ct.LookupBulk(key_ptrs, hashes, kBurst, kNow, out);
+    for (size_t i = 0; i < kBurst; ++i) found += out[i] != nullptr;
+  }
+  Report(state);
+  state.counters["hit_ratio"] = static_cast<double>(found) / static_cast<double>(state.iterations() * kBurst);
+  state.counters["table_MiB"] = static_cast<double>(ct.memory_bytes()) / (1 << 20);
+  state.counters["alloc_B_per_flow"] = static_cast<double>(ct.memory_bytes()) / flows;
+  state.counters["rss_B_per_flow"] = static_cast<double>(t.resident_delta) / flows;
+  state.counters["occupied"] = static_cast<double>(ct.occupied());
+  state.counters["fill_s"] = t.fill_s;
+}
+BENCHMARK(BM_Maglb_Bulk_Hit_AtFlows)->Arg(1'000'000)->Arg(10'000'000);
+
+// A worker's memory beside its conntrack (counters for every VIP and
+// backend slot, bounded-load counts, scratch), measured on a worker with the
+// smallest conntrack; and the largest [conntrack] capacity whose worker fits
+// in 1 GiB (binary search on Conntrack::MemoryBytes plus that fixed part).
+// Measured once a process: a second worker could reuse the first's freed
+// pages and look free.
+uint64_t WorkerFixedBytes() {
+  static const uint64_t fixed = [] {
+    const uint64_t before = ResidentBytes();
+    ConntrackConfig c;
+    c.capacity = 1024;
+    auto* w = new Worker(c, ConntrackKey::Fixed(4));  // kept: its pages stay resident
+    benchmark::DoNotOptimize(w);
+    const uint64_t resident = ResidentBytes() - before;
+    return resident > Conntrack::MemoryBytes(1024) ? resident - Conntrack::MemoryBytes(1024) : 0;
+  }();
+  return fixed;
+}
+
+void BM_Worker_Memory(benchmark::State& state) {
+  for (auto _ : state) {
+    const uint64_t fixed = WorkerFixedBytes();
+    constexpr uint64_t kBudget = uint64_t{1} << 30;
+    uint64_t lo = 1024, hi = 1u << 28;  // [conntrack] capacity's range
+    while (lo < hi) {
+      const uint64_t mid = (lo + hi + 1) / 2;
+      if (Conntrack::MemoryBytes(static_cast<uint32_t>(mid)) + fixed <= kBudget) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    state.counters["worker_fixed_MiB"] = static_cast<double>(fixed) / (1 << 20);
+    state.counters["alloc_B_per_flow_1M"] =
+        static_cast<double>(Conntrack::MemoryBytes(1u << 20)) / (1u << 20);
+    state.counters["largest_capacity_1GiB"] = static_cast<double>(lo);
+    state.counters["its_table_MiB"] = static_cast<double>(Conntrack::MemoryBytes(static_cast<uint32_t>(lo))) / (1 << 20);
+  }
+}
+BENCHMARK(BM_Worker_Memory)->Iterations(1);
+
 BENCHMARK(BM_Maglb_Bulk_Hit);
 BENCHMARK(BM_RteHash_Bulk_Hit);
 BENCHMARK(BM_Maglb_Bulk_Miss);

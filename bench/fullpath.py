@@ -25,8 +25,11 @@ The traffic source, per case (`--source auto`, the default):
   replay  net_pcap `rx_pcap=FILE,infinite_rx=1`: the PMD reads the file into
           mbufs of the port's pool once and copies from them forever; the
           fastest source, but every packet of the file holds one mbuf of the
-          pool, and maglb's pool is 8191 mbufs (src/dataplane/port.h), so only
-          files of <= 4096 packets (the 1K-flow cases).
+          pool for the whole run, so the harness sizes the pools to the file
+          (maglb `[lb] mbufs`, testpmd `--total-num-mbufs`: packets + 16384)
+          and replays files of up to --replay-max packets (default 1M: ~5 GB
+          of 2 MB hugepages for maglb's two ports, which the harness reserves
+          and releases, see "Memory" below).
   fifo    net_pcap `rx_pcap=FIFO`: a streamer process (pinned to CPU 0, the
           main lcore's, idle in both programs) writes the file's records
           into a named pipe in a loop and the PMD reads them with libpcap, one
@@ -35,9 +38,16 @@ The traffic source, per case (`--source auto`, the default):
   The ratio to testpmd macswap is always against the same source and file.
   Not used: net_memif fed by a generator (testpmd io from a net_pcap replay
   with a pool of its own): measured here at 0.5-0.8 Mpps into maglb (the
-  generator's memif TX dropped ~90%), below the FIFO. Once maglb's pool can be
-  sized to the ports (issue 13 point 4), `--replay-max` lets replay take the
-  large files too (1M packets: ~1M mbufs, ~2.3 GB of -m at 2 KB buffers).
+  generator's memif TX dropped ~90%), below the FIFO.
+
+Memory (--hugepages auto|N|0): as root, 2 MB hugepages for the largest replayed
+file's pools are reserved before the first run (a hugetlbfs mounted in a temp
+dir if none is), both programs run on them (--huge-dir, --huge-unlink), and
+they are released at the end, on an error or Ctrl-C too (nr_hugepages less
+what was added). Without them (0, or none to be had) both run --no-huge with
+-m sized to the file (DPDK then takes a 4 KiB page per 2 KB buffer).
+--big-flows 10000000 adds uniform cases at such counts (the FIFO past
+--replay-max), measured once maglb has seen the whole file.
 
 Mpps: maglb's from its telemetry (`maglbctl stats --prefix P --format json`
 read twice, rx_packets difference over the window; telemetry counts packets
@@ -64,6 +74,7 @@ temp dir removed at the end (`--keep` keeps it; `--pcap-dir` caches pcaps).
 """
 
 import argparse
+import atexit
 import json
 import os
 import re
@@ -79,7 +90,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fullpath_traffic as traffic  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REPLAY_MAX_PACKETS = 4096  # fits maglb's 8191-mbuf pool beside 1024 RX + 1024 TX descriptors and caches
+# maglb's pool is sized to the file ([lb] mbufs): 1M packets fit ~5 GB of hugepages.
+REPLAY_MAX_PACKETS = 1 << 20
 MEM_MB = 512
 
 # The streamer: writes the pcap header once, then the records forever, into
@@ -104,6 +116,183 @@ try:
 except OSError:
     pass
 """
+
+
+# --- Memory: pools that follow the file, and hugepages (issue 13 point 4) ---
+#
+# A replayed file holds one mbuf per packet for the whole run, so the pools are
+# sized to it: maglb gets `[lb] mbufs` = packets + POOL_EXTRA_MBUFS for each of
+# its two data ports (the key sizes every data port's pool; net_null's goes
+# unused), testpmd `--total-num-mbufs` the same (one pool for both ports).
+# Without hugepages DPDK lays a 2.4 KB buffer out in a 4 KiB page of its own
+# (no buffer crosses a page), so --no-huge costs 4 KiB a buffer; in 2 MiB
+# hugepages 2432 bytes. With root and 2 MB hugepages available, the harness
+# reserves what the largest replay needs (--hugepages auto, or N pages),
+# mounts a hugetlbfs in a temp dir if none is mounted, runs both programs on
+# it (--huge-dir, --huge-unlink: no page left behind by a process), and at the
+# end, on failure or Ctrl-C too, unmounts and gives back exactly the pages it
+# added (nr_hugepages less what it added, so that a concurrent user's stay).
+
+NR_HUGEPAGES = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+HUGEPAGE_BYTES = 2 << 20
+MBUF_BYTES_HUGE = 2432     # mbuf + 2176-byte data room + mempool header/trailer
+MBUF_BYTES_NO_HUGE = 4096  # the same, one per 4 KiB page
+POOL_EXTRA_MBUFS = 16384   # beyond the file's packets: rings, caches, bursts (maglb computes ~7K here)
+FIFO_TESTPMD_MBUFS = 8191  # testpmd's pool for the FIFO source (nothing held)
+HUGE_OVERHEAD_BYTES = 256 << 20  # EAL's own allocations beside the pools
+
+
+def pcap_packets(pcap):
+    """Records of a file written by fullpath_traffic (fixed-size frames)."""
+    return max(0, (os.path.getsize(pcap) - 24) // (16 + traffic.FRAME_LEN))
+
+
+def replay_mbufs(packets):
+    return packets + POOL_EXTRA_MBUFS
+
+
+def pool_bytes(mbufs, pools, huge):
+    return mbufs * pools * (MBUF_BYTES_HUGE if huge else MBUF_BYTES_NO_HUGE)
+
+
+class Hugepages:
+    """2 MB hugepages reserved for this run, and released at exit (atexit:
+    after the harness has stopped every process it started; SIGTERM and
+    SIGHUP are turned into SystemExit so that it runs then too)."""
+
+    def __init__(self):
+        self.added = 0
+        self.mount = None      # our own hugetlbfs mount (a temp dir), if we made one
+        self.huge_dir = None   # what EAL is given
+        self.before = None
+
+    @staticmethod
+    def existing_mount():
+        with open("/proc/mounts") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 4 and parts[2] == "hugetlbfs":
+                    opts = parts[3].split(",")
+                    if "pagesize=2M" in opts or not any(o.startswith("pagesize=") for o in opts):
+                        return parts[1]
+        return None
+
+    def reserve(self, pages):
+        """Adds `pages` pages; returns why not ("" when reserved)."""
+        if os.geteuid() != 0:
+            return "not root"
+        if not os.path.exists(NR_HUGEPAGES):
+            return "no 2 MB hugepages on this kernel (%s)" % NR_HUGEPAGES
+        with open(NR_HUGEPAGES) as f:
+            self.before = int(f.read())
+        try:
+            with open(NR_HUGEPAGES, "w") as f:
+                f.write(str(self.before + pages))
+        except OSError as e:
+            return "cannot raise nr_hugepages (%s)" % e
+        with open(NR_HUGEPAGES) as f:
+            self.added = max(0, int(f.read()) - self.before)
+        atexit.register(self.release)
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, _exit_on_signal)
+        if self.added < pages:
+            # Memory too fragmented (or a limit): the kernel gave fewer.
+            why = "the kernel reserved %d of %d 2 MB pages" % (self.added, pages)
+            self.release()
+            return why
+        self.huge_dir = self.existing_mount()
+        if self.huge_dir is None:
+            self.mount = tempfile.mkdtemp(prefix="maglb-fullpath-huge-")
+            r = subprocess.run(["mount", "-t", "hugetlbfs", "-o", "pagesize=2M", "none", self.mount],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                why = "cannot mount hugetlbfs: %s" % r.stderr.strip()
+                self.release()
+                return why
+            self.huge_dir = self.mount
+        log("hugepages: %d more 2 MB pages (%.1f GiB; nr_hugepages %d -> %d), hugetlbfs on %s%s" %
+            (self.added, self.added * HUGEPAGE_BYTES / 2**30, self.before, self.before + self.added, self.huge_dir,
+             " (mounted for this run)" if self.mount else ""))
+        return ""
+
+    def release(self):
+        if self.mount is not None:
+            # Frees what files a killed process left there.
+            if subprocess.run(["umount", self.mount], capture_output=True).returncode != 0:
+                subprocess.run(["umount", "-l", self.mount], capture_output=True)
+            try:
+                os.rmdir(self.mount)
+            except OSError:
+                pass
+            self.mount = None
+        self.huge_dir = None
+        if self.added:
+            with open(NR_HUGEPAGES) as f:
+                now = int(f.read())
+            with open(NR_HUGEPAGES, "w") as f:
+                f.write(str(max(0, now - self.added)))
+            with open(NR_HUGEPAGES) as f:
+                after = int(f.read())
+            log("hugepages: released %d pages (nr_hugepages %d -> %d; %d before the run)" %
+                (self.added, now, after, self.before))
+            self.added = 0
+
+    def eal_args(self):
+        return ["--huge-dir", self.huge_dir, "--huge-unlink"] if self.huge_dir else None
+
+
+def _exit_on_signal(signum, frame):
+    raise SystemExit("fullpath.py: signal %d: stopping (hugepages released)" % signum)
+
+
+def plan_memory(args, case_list):
+    """Reserves hugepages for the replayed cases when asked (--hugepages N) or
+    when they need more than MEM_MB of buffers (auto); returns the
+    Hugepages (huge_dir None: --no-huge)."""
+    hp = Hugepages()
+    replayed = [c.packets for c in case_list if args.source == "replay" or
+                (args.source == "auto" and c.packets <= args.replay_max)]
+    need = max([pool_bytes(replay_mbufs(p), 2, True) for p in replayed] or [0]) + HUGE_OVERHEAD_BYTES
+    if args.hugepages == "auto":
+        if need - HUGE_OVERHEAD_BYTES <= MEM_MB << 20:
+            return hp
+        pages = -(-need // HUGEPAGE_BYTES)
+    else:
+        pages = int(args.hugepages)
+        if pages == 0:
+            return hp
+    why = hp.reserve(pages)
+    if why:
+        log("no hugepages (%s): maglb and testpmd run with --no-huge, -m sized to each file (4 KiB a buffer)" % why)
+    return hp
+
+
+def eal_memory(hugepages, mbufs, pools):
+    """EAL's memory arguments for a program whose `pools` pools hold `mbufs`
+    buffers each."""
+    args = hugepages.eal_args() if hugepages is not None else None
+    if args:
+        return args
+    return ["--no-huge", "-m", str(MEM_MB + -(-pool_bytes(mbufs, pools, False) // (1 << 20)))]
+
+
+def with_pool(config, mbufs):
+    """The config with `[lb] mbufs` set (None: computed by maglb)."""
+    if mbufs is None:
+        return config
+    return config.replace("[lb]\n", "[lb]\nmbufs = %d\n" % mbufs, 1)
+
+
+def extra_cases(flow_counts):
+    """--big-flows: uniform established flows at these counts (each flow once
+    a pass, capacity = flows), e.g. 10M: replayed if the pool allows, else
+    through the FIFO; measured after a whole first pass (warm_pass)."""
+    out = []
+    for flows in flow_counts:
+        c = Case("uniform", flows, flows, max(1024, flows))
+        c.warm_pass = True
+        out.append(c)
+    return out
 
 
 def log(msg):
@@ -192,6 +381,7 @@ class Bench:
         self.maglb = os.path.join(args.build, "maglb")
         self.ctl = os.path.join(args.build, "src", "ctl", "maglbctl")
         self.seq = 0
+        self.hugepages = None  # plan_memory's, set by main
 
     def prefix(self):
         self.seq += 1
@@ -246,10 +436,11 @@ class Bench:
         vdevs, streamer = self.vdevs(pcap, source)
         sp = self.procs.start(streamer, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if streamer else None
         out_path = os.path.join(self.tmp, "%s.log" % prefix)
-        cmd = ["stdbuf", "-oL", self.args.testpmd, "--no-huge", "--no-pci", "-m", str(MEM_MB), "--file-prefix",
+        mbufs = replay_mbufs(pcap_packets(pcap)) if source == "replay" else FIFO_TESTPMD_MBUFS
+        cmd = ["stdbuf", "-oL", self.args.testpmd] + eal_memory(self.hugepages, mbufs, 1) + ["--no-pci", "--file-prefix",
                prefix] + lcore_args(self.args.workers) + vdevs + [
                "--", "--forward-mode=%s" % mode, "--stats-period", "1", "--nb-cores=%d" % self.args.workers,
-               "--total-num-mbufs=8191", "--no-lsc-interrupt"]
+               "--total-num-mbufs=%d" % mbufs, "--no-lsc-interrupt"]
         skip = int(self.args.warmup) + 1  # the first sample covers start-up
         want = skip + int(round(self.args.window))
         samples = []
@@ -282,11 +473,14 @@ class Bench:
         prefix = self.prefix()
         vdevs, streamer = self.vdevs(pcap, source)
         cfg = os.path.join(self.tmp, "%s.toml" % prefix)
+        mbufs = replay_mbufs(pcap_packets(pcap)) if source == "replay" else None
         with open(cfg, "w") as f:
-            f.write(config_text(case.capacity))
+            f.write(with_pool(config_text(case.capacity), mbufs))
         sp = self.procs.start(streamer, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if streamer else None
         log_path = os.path.join(self.tmp, "%s.log" % prefix)
-        cmd = [self.maglb, "--no-huge", "--no-pci", "-m", str(MEM_MB), "--file-prefix", prefix] + \
+        # Two data ports, each with a pool of `mbufs` (or maglb's own, ~7K).
+        cmd = [self.maglb] + eal_memory(self.hugepages, mbufs or POOL_EXTRA_MBUFS, 2) + \
+            ["--no-pci", "--file-prefix", prefix] + \
             lcore_args(self.args.workers) + vdevs + ["--", "--config", cfg, "--backend-port", "1"]
         try:
             with open(log_path, "w") as out:
@@ -299,7 +493,7 @@ class Bench:
                         started = line
             if started is None:
                 raise RuntimeError("maglb did not start (log %s):\n%s" % (log_path, open(log_path).read()[-3000:]))
-            time.sleep(self.args.warmup)
+            self.warm_up(prefix, case)
             s1, t1 = self.stats(prefix)
             time.sleep(self.args.window)
             s2, t2 = self.stats(prefix)
@@ -308,7 +502,32 @@ class Bench:
             if sp:
                 self.procs.stop(sp, signal.SIGKILL)
             self.cleanup_prefix(prefix)
-        return rates(s1, s2, t2 - t1, started)
+        r = rates(s1, s2, t2 - t1, started)
+        r["buffers"] = _buffers_lines(open(log_path).read())  # the pools maglb made, and in which pages
+        return r
+
+
+def _buffers_lines(log_text):
+    return [l for l in log_text.splitlines() if "buffers:" in l]
+
+
+def _warm_up(bench, prefix, case):
+    """The warm-up before the window; for a warm_pass case (--big-flows),
+    until maglb has received the whole file once (every flow inserted), so
+    that the window measures established flows."""
+    time.sleep(bench.args.warmup)
+    if not getattr(case, "warm_pass", False):
+        return
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        s, _ = bench.stats(prefix)
+        if int(s.get("rx_packets", 0)) >= case.packets:
+            return
+        time.sleep(1)
+    raise RuntimeError("%s: maglb did not receive the file once within 600 s" % case.name)
+
+
+Bench.warm_up = _warm_up
 
 
 def port0_rx_pps(text):
@@ -402,7 +621,8 @@ def machine_header(args, load_before):
     return ["command: `%s`" % " ".join(["python3", "bench/fullpath.py"] + sys.argv[1:]),
             "build: %s (%s), %s" % (args.build, buildtype, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())),
             "CPU: %s, %d CPUs; load average before %s, after %s" % (model, os.cpu_count() or 0, load_before,
-                                                                   load_after), ""]
+                                                                   load_after),
+            "memory: %s" % getattr(args, "memory", "--no-huge"), ""]
 
 
 def plot(results, out_dir):
@@ -454,7 +674,14 @@ def main():
     ap.add_argument("--source", choices=["auto", "fifo", "replay"], default="auto")
     ap.add_argument("--replay-max", type=int, default=REPLAY_MAX_PACKETS,
                     help="largest file replayed with infinite_rx under --source auto (each packet holds one "
-                         "mbuf of maglb's pool for the whole run); default %(default)s for the 8191-mbuf pool")
+                         "mbuf for the whole run: maglb's [lb] mbufs and testpmd's --total-num-mbufs are sized "
+                         "to the file, ~5 GB of hugepages (~8.5 GB without) at 1M packets); default %(default)s")
+    ap.add_argument("--hugepages", default="auto",
+                    help="2 MB hugepages to reserve for the run (root), released at the end; 0: never (--no-huge); "
+                         "auto (default): what the largest replayed file needs, when that is more than %d MiB" % MEM_MB)
+    ap.add_argument("--big-flows", type=lambda v: [int(x) for x in v.split(",")], default=[],
+                    help="also uniform established flows at these counts, comma-separated (e.g. 1000000,10000000; "
+                         "the generator makes up to 64000 x 4M distinct flows), measured after one whole pass")
     ap.add_argument("--build", default=os.path.join(REPO, "build-rel"), help="build dir with maglb (release)")
     ap.add_argument("--testpmd", default="/usr/bin/dpdk-testpmd")
     ap.add_argument("--out", help="output dir (default: a new one under /tmp)")
@@ -483,11 +710,16 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="maglb-fullpath-")
     bench = Bench(args, tmp)
+    case_list = [c for c in cases(args.quick, args.mix) + extra_cases(args.big_flows)
+                 if not (args.max_flows and c.flows > args.max_flows)]
+    bench.hugepages = plan_memory(args, case_list)
+    args.memory = ("2 MB hugepages (%d reserved for the run)" % bench.hugepages.added if bench.hugepages.huge_dir
+                   else "--no-huge (-m sized to each file)")
     with open("/proc/loadavg") as f:
         load_before = " ".join(f.read().split()[:3])
     results = []
     try:
-        for case in cases(args.quick, args.mix):
+        for case in case_list:
             if args.max_flows and case.flows > args.max_flows:
                 continue
             pcap, info = bench.pcap(case)

@@ -3,8 +3,10 @@
 Pure Python (struct; no numpy, no scapy: scapy builds ~20k packets/s, this
 ~300k/s). Every frame is 60 bytes on the wire less the FCS (Ethernet + IPv4 +
 TCP, padded), IPv4 header checksum correct, TCP checksum 0 (the LB does not
-look at it). Flow i has source 100.64.0.0 + i (so up to 4M flows are distinct
-by address alone) and a source port that varies with i; destination the VIP.
+look at it). Flow i has source 100.64.0.0 + (i mod 2^22) (so up to 4M flows are
+distinct by address alone) and a source port that varies with i, and, past 4M
+flows, with i // 2^22 too (flows with the same address differ in port: up to
+64000 x 4M distinct flows); destination the VIP.
 
 Can be run alone: python3 bench/fullpath_traffic.py MIX FLOWS OUT.pcap
 """
@@ -33,14 +35,20 @@ _IP_CONST_SUM = 0x4500 + 40 + 0x4000 + ((64 << 8) | 6) + ((VIP[0] << 8) | VIP[1]
 _PAD = b"\x00" * (FRAME_LEN - 14 - 20 - 20)
 
 
+ADDRESS_BITS = 22  # 100.64.0.0/10
+
+
 def frame(flow, flags):
     """The 60-byte frame of flow `flow` with TCP `flags`, its record header first."""
-    src = CLIENT_BASE + flow
+    src = CLIENT_BASE + (flow & ((1 << ADDRESS_BITS) - 1))
     s = _IP_CONST_SUM + (src >> 16) + (src & 0xFFFF)
     s = (s & 0xFFFF) + (s >> 16)
     s = (s & 0xFFFF) + (s >> 16)
     ip = struct.pack("!BBHHHBBHI4s", 0x45, 0, 40, 0, 0x4000, 64, 6, (~s) & 0xFFFF, src, VIP)
-    sport = 1024 + (flow * 7919) % 64000
+    # Below 4M flows this is 1024 + (flow * 7919) % 64000, as before (the same
+    # files); flows that share an address (the same flow mod 2^22) are
+    # flow >> 22 apart in port, so they differ while that is below 64000.
+    sport = 1024 + ((flow & ((1 << ADDRESS_BITS) - 1)) * 7919 + (flow >> ADDRESS_BITS)) % 64000
     tcp = struct.pack("!HHIIBBHHH", sport, VIP_PORT, 1 + flow, 1, 0x50, flags, 65535, 0, 0)
     return _RECORD_HEADER + _ETH + ip + tcp + _PAD
 
