@@ -168,10 +168,13 @@ class Hugepages:
 
     @staticmethod
     def existing_mount():
+        """A hugetlbfs of 2 MB pages the system keeps mounted (/dev/hugepages);
+        not another run's temporary one, which may go away under us."""
+        tmp = os.path.realpath(tempfile.gettempdir())
         with open("/proc/mounts") as f:
             for line in f:
                 parts = line.split()
-                if len(parts) >= 4 and parts[2] == "hugetlbfs":
+                if len(parts) >= 4 and parts[2] == "hugetlbfs" and not parts[1].startswith(tmp + "/"):
                     opts = parts[3].split(",")
                     if "pagesize=2M" in opts or not any(o.startswith("pagesize=") for o in opts):
                         return parts[1]
@@ -676,7 +679,7 @@ def main():
                     help="largest file replayed with infinite_rx under --source auto (each packet holds one "
                          "mbuf for the whole run: maglb's [lb] mbufs and testpmd's --total-num-mbufs are sized "
                          "to the file, ~5 GB of hugepages (~8.5 GB without) at 1M packets); default %(default)s")
-    ap.add_argument("--hugepages", default="auto",
+    ap.add_argument("--hugepages", default="auto", type=lambda v: v if v == "auto" else str(max(0, int(v))),
                     help="2 MB hugepages to reserve for the run (root), released at the end; 0: never (--no-huge); "
                          "auto (default): what the largest replayed file needs, when that is more than %d MiB" % MEM_MB)
     ap.add_argument("--big-flows", type=lambda v: [int(x) for x in v.split(",")], default=[],
