@@ -29,7 +29,11 @@ struct TxBuffer {
   uint16_t port = 0;
   uint16_t queue = 0;
   uint16_t n = 0;
+  // Frames handed to Flush so far: with n, how many a burst queued (the
+  // latency histogram counts them), early flushes included.
+  uint64_t flushed = 0;
   rte_mbuf* frames[kTxCapacity];
+  uint64_t queued() const { return flushed + n; }
 };
 
 void Flush(TxBuffer& b, LoopCounters* counters) {
@@ -39,6 +43,7 @@ void Flush(TxBuffer& b, LoopCounters* counters) {
     counters->tx_full.Add(b.n - sent);
     rte_pktmbuf_free_bulk(b.frames + sent, b.n - sent);
   }
+  b.flushed += b.n;
   b.n = 0;
 }
 
@@ -89,6 +94,8 @@ struct TxSet {
   bool two_arm = false;
   bool has_kernel = false;
   TxBuffer& to_backends() { return two_arm ? backend_side : front; }
+  // Frames queued toward the ports so far (backend_side's stay 0 one-arm).
+  uint64_t queued() const { return front.queued() + backend_side.queued(); }
   // Replies leave by the port their request came in on.
   TxBuffer& back(uint16_t rx_port) { return two_arm && rx_port == backend_side.port ? backend_side : front; }
 };
@@ -237,14 +244,29 @@ void Process(const WorkerContext& c, rte_mbuf** in, uint16_t n, const LbState* s
   if (ndrop > 0) rte_pktmbuf_free_bulk(drop, ndrop);
 }
 
+// A burst from a port until the pass sends it: when it came in, and how
+// many frames it queued for the wire (0: none, or no burst).
+struct RxMark {
+  uint64_t tsc = 0;
+  uint64_t frames = 0;
+};
+
 // One RX burst from `rx_port` through the pipeline. Returns how many frames
-// came in.
-uint16_t Serve(const WorkerContext& c, uint16_t rx_port, const LbState* state, TxSet& tx) {
+// came in; `mark` says when, and how many it queued.
+uint16_t Serve(const WorkerContext& c, uint16_t rx_port, const LbState* state, TxSet& tx, RxMark& mark) {
   rte_mbuf* rx[kRxBurst];
   uint16_t n = rte_eth_rx_burst(rx_port, c.queue, rx, kRxBurst);
   if (n == 0) return 0;
+  mark.tsc = rte_rdtsc();
+  const uint64_t queued = tx.queued();
   Process(c, rx, n, state, rx_port, tx);
+  mark.frames = tx.queued() - queued;
   return n;
+}
+
+// The frames of `mark` left at `tx_tsc`.
+inline void RecordLatency(const WorkerContext& c, const TscToNs& to_ns, uint64_t tx_tsc, const RxMark& mark) {
+  if (mark.frames != 0) c.counters->latency.Record(to_ns(tx_tsc - mark.tsc), mark.frames);
 }
 
 // What the kernel interface sent: out by the front port unchanged, tunnel
@@ -329,11 +351,12 @@ int WorkerMain(void* arg) {
   if (steering) c.worker->SetRssOwner(c.rss_owner, c.index);
   c.worker->SetProbeTable(c.tunnel_probes);
   const bool has_kernel = c.kernel_port_id >= 0;
-  TxSet tx{{c.port_id, c.queue, 0, {}},
-           {c.backend_port_id, c.queue, 0, {}},
-           {static_cast<uint16_t>(has_kernel ? c.kernel_port_id : 0), c.queue, 0, {}},
+  TxSet tx{{c.port_id, c.queue, 0, 0, {}},
+           {c.backend_port_id, c.queue, 0, 0, {}},
+           {static_cast<uint16_t>(has_kernel ? c.kernel_port_id : 0), c.queue, 0, 0, {}},
            two_arm,
            has_kernel};
+  const TscToNs tsc_to_ns(rte_get_tsc_hz());
   uint32_t idle = 0;
   (void)NowNs();  // initialise the TSC rate outside the loop
   const uint64_t kernel_poll_cycles = kKernelPollIntervalNs * rte_get_tsc_hz() / 1'000'000'000u;
@@ -344,8 +367,9 @@ int WorkerMain(void* arg) {
 
   while (!c.stop->load(std::memory_order_relaxed)) {
     const LbState* state = c.publisher->Current();
-    uint16_t got = Serve(c, c.port_id, state, tx);
-    if (two_arm) got = static_cast<uint16_t>(got + Serve(c, c.backend_port_id, state, tx));
+    RxMark front_rx, backend_rx;
+    uint16_t got = Serve(c, c.port_id, state, tx, front_rx);
+    if (two_arm) got = static_cast<uint16_t>(got + Serve(c, c.backend_port_id, state, tx, backend_rx));
     if (steering) got = static_cast<uint16_t>(got + ServeSteered(c, state, tx));
     // Frames the control thread wants on the wire: ARP / ND requests for
     // next hops, which live on the backend side.
@@ -367,6 +391,12 @@ int WorkerMain(void* arg) {
     }
     Flush(tx.front, c.counters);
     if (two_arm) Flush(tx.backend_side, c.counters);
+    if ((front_rx.frames | backend_rx.frames) != 0) {
+      // One TSC read for the pass's bursts; a pass that sent none reads none.
+      const uint64_t tx_tsc = rte_rdtsc();
+      RecordLatency(c, tsc_to_ns, tx_tsc, front_rx);
+      RecordLatency(c, tsc_to_ns, tx_tsc, backend_rx);
+    }
     c.publisher->Quiescent(c.index);
     busy_polls += got != 0;
     c.counters->polls.Set(++polls);
