@@ -166,10 +166,11 @@ void PushExtraFrames(const WorkerContext& c, const PacketRef& r, TxBuffer& to) {
 
 // Runs `n` frames through the pipeline and sends each where its action says.
 // `rx_port`: where they came in; kSteeredIn: frames another worker handed
-// over, each marked with its port in m->port by that worker.
+// over, each marked with its port in m->port by that worker. `rx_tsc`: when
+// they came (the pipeline's clock: conntrack times).
 constexpr uint16_t kSteeredIn = UINT16_MAX;
 void Process(const WorkerContext& c, rte_mbuf** in, uint16_t n, const LbState* state, uint16_t rx_port,
-             TxSet& tx) {
+             TxSet& tx, uint64_t rx_tsc) {
   const bool steered = rx_port == kSteeredIn;
   rte_mbuf* kept[kRxBurst];
   rte_mbuf* drop[kRxBurst];
@@ -187,9 +188,9 @@ void Process(const WorkerContext& c, rte_mbuf** in, uint16_t n, const LbState* s
   }
   if (np > 0) {
     if (steered) [[unlikely]] {
-      c.worker->ProcessSteered(refs, np, *state, NowNs());
+      c.worker->ProcessSteered(refs, np, *state, TscToMonotonicNs(rx_tsc));
     } else {
-      c.worker->ProcessBurst(refs, np, *state, NowNs(), ip_checksum);
+      c.worker->ProcessBurst(refs, np, *state, TscToMonotonicNs(rx_tsc), ip_checksum);
     }
   }
   TxBuffer& to_backends = tx.to_backends();
@@ -257,9 +258,10 @@ uint16_t Serve(const WorkerContext& c, uint16_t rx_port, const LbState* state, T
   rte_mbuf* rx[kRxBurst];
   uint16_t n = rte_eth_rx_burst(rx_port, c.queue, rx, kRxBurst);
   if (n == 0) return 0;
+  // The one TSC read of the burst: its latency's start and the pipeline's clock.
   mark.tsc = rte_rdtsc();
   const uint64_t queued = tx.queued();
-  Process(c, rx, n, state, rx_port, tx);
+  Process(c, rx, n, state, rx_port, tx, mark.tsc);
   mark.frames = tx.queued() - queued;
   return n;
 }
@@ -331,17 +333,18 @@ uint16_t ServeSteered(const WorkerContext& c, const LbState* state, TxSet& tx) {
   unsigned n = rte_ring_sc_dequeue_burst(c.steer_rings[c.index], reinterpret_cast<void**>(in), kRxBurst,
                                          nullptr);
   if (n == 0) return 0;
-  Process(c, in, static_cast<uint16_t>(n), state, kSteeredIn, tx);
+  Process(c, in, static_cast<uint16_t>(n), state, kSteeredIn, tx, rte_rdtsc());
   return static_cast<uint16_t>(n);
 }
 
 }  // namespace
 
-uint64_t NowNs() {
+uint64_t TscToMonotonicNs(uint64_t tsc) {
   static const uint64_t hz = rte_get_tsc_hz();
-  uint64_t tsc = rte_rdtsc();
   return static_cast<uint64_t>(static_cast<unsigned __int128>(tsc) * 1'000'000'000u / hz);
 }
+
+uint64_t NowNs() { return TscToMonotonicNs(rte_rdtsc()); }
 
 int WorkerMain(void* arg) {
   WorkerContext& c = *static_cast<WorkerContext*>(arg);

@@ -141,6 +141,9 @@ int WorkerMain(void* arg);
 
 /// Monotonic nanoseconds from the TSC (no system call).
 uint64_t NowNs();
+/// NowNs of an earlier TSC reading (rte_rdtsc): a TSC read costs ~20 ns
+/// in some VMs, so the loop reads it once a burst and uses it twice.
+uint64_t TscToMonotonicNs(uint64_t tsc);
 
 }  // namespace maglb
 
