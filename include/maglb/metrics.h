@@ -327,6 +327,17 @@ inline constexpr std::string_view kVipInfoHelp =
 inline constexpr std::string_view kVipInfoLabels[] = {"vip",        "address",   "protocol",   "port",
                                                       "forwarding", "algorithm", "fingerprint"};
 
+/// Histograms, besides the list (Prometheus; telemetry has /maglb/latency
+/// and /maglb/reloads): the time from receive to transmit per frame, per
+/// worker, in one bucket per power of two of /maglb/latency's; and the time
+/// from a reload's trigger to every worker using its tables.
+inline constexpr std::string_view kPacketLatencyName = "packet_latency_seconds";
+inline constexpr std::string_view kPacketLatencyHelp =
+    "Time from receive to transmit of each frame sent, from the TSC, per worker";
+inline constexpr std::string_view kReloadApplyName = "reload_apply_seconds";
+inline constexpr std::string_view kReloadApplyHelp =
+    "Time from a reload's trigger (config file change or SIGHUP) to every worker using its tables";
+
 /// The longest text value telemetry sends: DPDK's RTE_TEL_MAX_STRING_LEN
 /// less its NUL (DPDK cuts a longer one there, wherever that falls).
 inline constexpr size_t kMaxTelemetryText = 127;

@@ -13,12 +13,7 @@
 namespace maglb {
 namespace {
 
-uint64_t MonotonicNs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
-
+// (MonotonicNs: control/reload_timing.h, through control_stats.h.)
 uint64_t WallMs() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                    std::chrono::system_clock::now().time_since_epoch())

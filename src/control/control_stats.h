@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "control/neighbor.h"
+#include "control/reload_timing.h"
 #include "maglb/health.h"
 #include "maglb/ip_address.h"
 
@@ -66,6 +67,7 @@ struct ControlStats {
   uint64_t reloads_refused = 0;
   uint64_t reloads_unchanged = 0;
   std::string last_refusal;  ///< empty if the last reload succeeded
+  ReloadTimings reload_timings;  ///< each reload's way to the workers
   uint64_t neighbor_updates = 0;
   std::array<uint64_t, kNumNeighborIgnores> neighbor_ignored{};  ///< by NeighborIgnore
   uint64_t arp_requests_sent = 0;

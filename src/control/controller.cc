@@ -85,10 +85,11 @@ absl::Status Controller::Start(const Config& config) {
 }
 
 void Controller::HandleSignals() {
+  const uint64_t woken_ns = MonotonicNs();  // a SIGHUP's reload is timed from here
   signalfd_siginfo si;
   while (read(options_.signal_fd, &si, sizeof(si)) == sizeof(si)) {
     if (si.ssi_signo == SIGHUP) {
-      reload_task_.Request("SIGHUP");
+      reload_task_.Request("SIGHUP", woken_ns);
       continue;
     }
     const std::string name = si.ssi_signo == SIGINT ? "SIGINT" : si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGUSR1";

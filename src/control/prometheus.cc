@@ -1,10 +1,16 @@
 #include "control/prometheus.h"
 
+#include <algorithm>
+#include <bit>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "control/reload_timing.h"
+#include "maglb/latency_histogram.h"
 
 namespace maglb {
 namespace {
@@ -77,14 +83,31 @@ void AppendLabel(std::string* out, bool first, std::string_view name, std::strin
   *out += '"';
 }
 
-void AppendHeader(std::string* out, std::string_view name, std::string_view help, MetricType type) {
+void AppendHeader(std::string* out, std::string_view name, std::string_view help, std::string_view type) {
   *out += "# HELP ";
   out->append(name);
   *out += ' ';
   *out += EscapeHelp(help);
   *out += "\n# TYPE ";
   out->append(name);
-  *out += type == MetricType::kCounter ? " counter\n" : " gauge\n";
+  *out += ' ';
+  out->append(type);
+  *out += '\n';
+}
+
+void AppendHeader(std::string* out, std::string_view name, std::string_view help, MetricType type) {
+  AppendHeader(out, name, help, type == MetricType::kCounter ? "counter" : "gauge");
+}
+
+// Nanoseconds as seconds, exactly and without trailing zeros: "0.000000064", "2.5", "1".
+std::string Seconds(uint64_t ns) {
+  std::string out = absl::StrCat(ns / 1'000'000'000u);
+  if (uint64_t frac = ns % 1'000'000'000u; frac != 0) {
+    std::string digits = absl::StrFormat("%09u", frac);
+    digits.erase(digits.find_last_not_of('0') + 1);
+    absl::StrAppend(&out, ".", digits);
+  }
+  return out;
 }
 
 class Renderer {
@@ -103,6 +126,8 @@ class Renderer {
       for (; i < list.size() && list[i].name == first.name; ++i) Samples(list[i]);
     }
     VipInfo();
+    PacketLatency();
+    ReloadApply();
     return std::move(out_);
   }
 
@@ -157,6 +182,67 @@ class Renderer {
       }
       out_ += "} 1\n";
     }
+  }
+
+  // One histogram series: its name, labels ("" or `worker="0",...,`: the
+  // le label follows), the finite upper bounds (ns) with the count of each
+  // bucket (not cumulative), what is above them, and the sum of the times.
+  void Histogram(const std::string& name, const std::string& labels, std::span<const uint64_t> bounds_ns,
+                 std::span<const uint64_t> counts, uint64_t above, uint64_t sum_ns) {
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < bounds_ns.size(); ++i) {
+      cumulative += counts[i];
+      absl::StrAppend(&out_, name, "_bucket{", labels, "le=\"", Seconds(bounds_ns[i]), "\"} ", cumulative, "\n");
+    }
+    cumulative += above;
+    absl::StrAppend(&out_, name, "_bucket{", labels, "le=\"+Inf\"} ", cumulative, "\n");
+    const std::string plain = labels.empty() ? "" : absl::StrCat("{", labels.substr(0, labels.size() - 1), "}");
+    absl::StrAppend(&out_, name, "_sum", plain, " ", Seconds(sum_ns), "\n");
+    absl::StrAppend(&out_, name, "_count", plain, " ", cumulative, "\n");
+  }
+
+  // Per worker, /maglb/latency's buckets merged to one per power of two
+  // (the bounds 64 ns, 128 ns, ... 2^27 ns), labelled as the per-worker
+  // metrics are.
+  void PacketLatency() {
+    const std::string name = std::string(kPrefix) + std::string(kPacketLatencyName);
+    AppendHeader(&out_, name, kPacketLatencyHelp, "histogram");
+    std::vector<uint64_t> bounds;
+    for (uint64_t b : LatencyBucketUpperBoundsNs()) {
+      if (std::has_single_bit(b)) bounds.push_back(b);
+    }
+    std::vector<uint64_t> counts(bounds.size());
+    for (size_t w = 0; w < v_.options.loop_counters.size(); ++w) {
+      const LatencyHistogram& h = v_.options.loop_counters[w]->latency;
+      const std::array<uint64_t, kLatencyBuckets> fine = h.Counts();
+      std::fill(counts.begin(), counts.end(), 0);
+      for (size_t i = 0, coarse = 0; i < kLatencyBounds; ++i) {
+        counts[coarse] += fine[i];
+        if (LatencyBucketUpperNs(i) == bounds[coarse]) ++coarse;
+      }
+      std::string labels;
+      MetricKey k;
+      k.worker = w;
+      for (std::string_view label : LabelNames(MetricLabels::kWorker)) {
+        absl::StrAppend(&labels, std::string(label), "=\"", EscapeLabelValue(WorkerLabelValue(label, k)), "\",");
+      }
+      Histogram(name, labels, bounds, counts, fine[kLatencyBounds], h.sum_ns());
+    }
+  }
+
+  void ReloadApply() {
+    const std::string name = std::string(kPrefix) + std::string(kReloadApplyName);
+    AppendHeader(&out_, name, kReloadApplyHelp, "histogram");
+    const ReloadTimings& t = v_.control.reload_timings;
+    const auto& buckets = t.to_workers_buckets();
+    Histogram(name, std::string(), kReloadApplyBoundsNs, std::span<const uint64_t>(buckets.data(), buckets.size() - 1),
+              buckets.back(), t.to_workers_sum_ns());
+  }
+
+  // A per-worker label's value (one of LabelNames(kWorker)).
+  std::string WorkerLabelValue(std::string_view label, const MetricKey& k) const {
+    if (label == "port") return absl::StrCat(v_.options.port.port_id);
+    return absl::StrCat(k.worker);  // worker, queue: worker i polls queue i
   }
 
   const MetricsView& v_;

@@ -9,7 +9,9 @@
 //     backend; label values escaped (backslash, double quote, newline);
 //   - one # HELP and # TYPE per family, whose entries (several for a
 //     family of reasons) follow together.
-// Besides the list, an info metric per VIP (kVipInfoName).
+// Besides the list, an info metric per VIP (kVipInfoName), and two
+// histograms (kPacketLatencyName per worker, kReloadApplyName), whose `le`
+// bounds are seconds written exactly ("0.000000064").
 //
 // Debian 12 packages no C++ Prometheus client (prometheus-cpp is not in it);
 // the text format is a handful of rules, and the tests check the output with

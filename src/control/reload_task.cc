@@ -73,7 +73,8 @@ absl::Status ReloadTask::Start(EventLoop& loop) {
     // Every complete write, rename or removal is one reload attempt: a file
     // that is missing or unreadable is refused (logged, counted) like a bad one.
     added = loop.AddFd(watch_->fd(), EPOLLIN, [this](uint32_t) {
-      if (watch_->ConsumeEvents()) Request("file changed");
+      const uint64_t woken_ns = MonotonicNs();  // the loop woke for the event: its timing starts
+      if (watch_->ConsumeEvents()) Request("file changed", woken_ns);
     });
     if (!added.ok()) return added;
   } else {
@@ -92,7 +93,8 @@ void ReloadTask::Stop() {
   }
 }
 
-void ReloadTask::Request(const char* why) {
+void ReloadTask::Request(const char* why, uint64_t event_ns) {
+  if (unserved_event_ns_ == 0) unserved_event_ns_ = event_ns;
   ++reload_seq_;
   reload_why_ = why;
   build_wanted_ = true;
@@ -142,7 +144,7 @@ void ReloadTask::StartRebuild() {
 
 // Counts and logs a refused reload; the running state stays as it is.
 void ReloadTask::RefuseReload(const std::string& why, const std::string& msg,
-                              const LbState& current) {
+                              const LbState& current, uint64_t event_ns) {
   LogEvent("reload_refused", {{"reason", why}, {"error", msg}, {"generation", current.generation()}},
            absl::StrFormat("reload (%s) refused: %s; still serving generation %u", why, msg,
                            current.generation()),
@@ -151,6 +153,11 @@ void ReloadTask::RefuseReload(const std::string& why, const std::string& msg,
     std::lock_guard<std::mutex> lock(options_.publisher->mutex());  // counted once logged
     ++options_.stats->reloads_refused;
     options_.stats->last_refusal = msg;
+    options_.stats->reload_timings.Add(ReloadTiming{.generation = current.generation(),
+                                                    .outcome = ReloadOutcome::kRefused,
+                                                    .event_ns = event_ns,
+                                                    .published_ns = 0,
+                                                    .workers_ns = 0});
   }
   // The service manager's reload ends here too: it is back to serving.
   NotifyReady(absl::StrCat(ServingStatusOf(current), "; last reload refused: ", msg));
@@ -190,10 +197,13 @@ void ReloadTask::FinishBuild() {
              absl::StrFormat("reload (%s): superseded by a newer change (%s) while building; "
                              "building that",
                              result->job.why, reload_why_));
-    return;  // build_wanted_ is set: the caller starts it
+    return;  // build_wanted_ is set: the caller starts it; its trigger stays unserved
   }
+  // The newest: no trigger came since this build started, so it serves them all.
+  const uint64_t event_ns = unserved_event_ns_;
+  unserved_event_ns_ = 0;
   if (!result->state.ok()) {
-    RefuseReload(result->job.why, std::string(result->state.status().message()), *current);
+    RefuseReload(result->job.why, std::string(result->state.status().message()), *current, event_ns);
     return;
   }
   std::unique_ptr<const LbState> next = *std::move(result->state);
@@ -207,7 +217,7 @@ void ReloadTask::FinishBuild() {
                                  "restart",
                                  result->job.config_path, lb.mtu_line, lb.mtu,
                                  options_.port.max_mtu, current->config().lb.mtu),
-                 *current);
+                 *current, event_ns);
     return;
   }
   if (options_.inputs->version() != build_inputs_version_) {
@@ -233,11 +243,20 @@ void ReloadTask::FinishBuild() {
   const bool sizing_changed = !next->config().lb.sizing.SameValues(current->config().lb.sizing);
   std::string summary = change.ToString();
   const ChangedNames changed = Changed(change);
-  options_.publisher->Publish(std::move(next));
+  const uint64_t generation = change.generation;
+  const bool unchanged = change.empty();
+  const PublishTimes published = options_.publisher->Publish(std::move(next));
+  const ReloadTiming timing{.generation = generation,
+                            .outcome = unchanged ? ReloadOutcome::kUnchanged : ReloadOutcome::kApplied,
+                            .event_ns = event_ns,
+                            .published_ns = published.swapped_ns,
+                            .workers_ns = published.synchronized_ns};
+  // "the file change", "SIGHUP": what the time is counted from.
+  const std::string since = result->job.why == "file changed" ? "the file change" : result->job.why;
   LogEvent("reload",
-           {{"reason", result->job.why}, {"generation", change.generation}, {"vips", changed.vips},
-            {"backends", changed.backends}},
-           absl::StrFormat("reload (%s): %s%s%s%s%s", result->job.why, summary,
+           {{"reason", result->job.why}, {"generation", generation}, {"vips", changed.vips},
+            {"backends", changed.backends}, {"to_workers_ns", timing.ToWorkersNs()}},
+           absl::StrFormat("reload (%s): %s%s%s%s%s; applied to workers %s after %s", result->job.why, summary,
                            conntrack_changed ? "; [conntrack] changes apply at the next restart" : "",
                            sizing_changed ? "; [lb] rx_descriptors, tx_descriptors and mbufs apply at the "
                                             "next restart"
@@ -245,13 +264,15 @@ void ReloadTask::FinishBuild() {
                            kernel_changed ? "; [kernel] interface and prefix lengths apply at the next "
                                             "restart"
                                           : "",
-                           metrics_changed ? "; [metrics] listen applies at the next restart" : ""));
+                           metrics_changed ? "; [metrics] listen applies at the next restart" : "",
+                           FormatDurationNs(timing.ToWorkersNs()), since));
   {
     // Counted once logged: whoever sees the count (telemetry, tests) finds the line.
     std::lock_guard<std::mutex> lock(options_.publisher->mutex());
     ++options_.stats->reloads_ok;
-    if (change.empty()) ++options_.stats->reloads_unchanged;
+    if (unchanged) ++options_.stats->reloads_unchanged;
     options_.stats->last_refusal.clear();
+    options_.stats->reload_timings.Add(timing);
   }
   options_.inputs->ConfigPublished(*options_.publisher->Current());
   NotifyReady(ServingStatusOf(*options_.publisher->Current()));

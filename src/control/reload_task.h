@@ -8,6 +8,11 @@
 // loop's pass ends (so the triggers of one pass make one build); triggers
 // during a build make its result stale: only the newest is published (or
 // refused), built once the running one ends.
+//
+// Each reload that ends (published or refused; not a superseded build) is
+// timed into ControlStats::reload_timings (reload_timing.h) from the first
+// trigger it serves: of the triggers coalesced into one build, or made
+// stale by newer ones, the first, since its change waited the longest.
 #ifndef MAGLB_CONTROL_RELOAD_TASK_H_
 #define MAGLB_CONTROL_RELOAD_TASK_H_
 
@@ -56,8 +61,9 @@ class ReloadTask : public ControlTask {
   /// kShutdownBuildWaitMs, then abandoned.
   void Stop() override;
 
-  /// Asks for a reload; `why` ("SIGHUP") goes into its log line.
-  void Request(const char* why);
+  /// Asks for a reload; `why` ("SIGHUP") goes into its log line. `event_ns`:
+  /// when the trigger was read (MonotonicNs), the start of its timing.
+  void Request(const char* why, uint64_t event_ns);
   /// Asks for the current config to be rebuilt with new inputs (health);
   /// after the build in progress, if any. `why` goes into its log line.
   void RequestRebuild(std::string why);
@@ -73,7 +79,8 @@ class ReloadTask : public ControlTask {
   // The helper thread's result: publish it, refuse it, or build again.
   void FinishBuild();
   void FinishRebuild(BuildResult result, const LbState& current);
-  void RefuseReload(const std::string& why, const std::string& msg, const LbState& current);
+  void RefuseReload(const std::string& why, const std::string& msg, const LbState& current,
+                    uint64_t event_ns);
   void Republish();
 
   Options options_;
@@ -84,6 +91,7 @@ class ReloadTask : public ControlTask {
   uint64_t reload_seq_ = 0;             // reloads asked for; a build of an older one is stale
   std::string reload_why_;              // why the newest one was asked for
   bool build_wanted_ = false;           // the newest one is not being built yet
+  uint64_t unserved_event_ns_ = 0;      // the first trigger no published or refused reload served (0: none)
   uint64_t build_inputs_version_ = 0;   // SnapshotInputs::version() the running build took
   bool rebuild_wanted_ = false;         // inputs changed tables: rebuild once the builder is free
   std::string rebuild_why_;

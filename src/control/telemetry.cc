@@ -1,5 +1,6 @@
 #include "control/telemetry.h"
 
+#include <rte_cycles.h>
 #include <rte_telemetry.h>
 
 #include <array>
@@ -12,10 +13,13 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "control/metrics_view.h"
 #include "control/telemetry_text.h"
+#include "control/reload_timing.h"
 #include "maglb/health.h"
+#include "maglb/latency_histogram.h"
 #include "maglb/metrics.h"
 
 namespace maglb {
@@ -340,6 +344,107 @@ int CmdAnnounce(const char*, const char*, rte_tel_data* d) {
   return 0;
 }
 
+// Per worker, the receive-to-transmit histogram's counts since start
+// (LoopCounters::latency): the bounds, then per worker (a dict keyed by its
+// index: DPDK 22.11 nests no array of arrays in a dict) its counts, one more
+// than the bounds (the last above them), and the sum of the times. As many
+// workers from FIRST as fit the reply: all of them up to 16 unless most of
+// 170 buckets hold counts of 10 digits or more; worker_total and
+// worker_offset say which came.
+int CmdLatency(const char*, const char* params, rte_tel_data* d) {
+  ControllerRef ref;  // shutdown waits for it
+  Controller* controller = ref.get();
+  size_t first = 0;
+  if (controller == nullptr || !ParseOffset(params, &first)) return -1;
+  rte_tel_data_start_dict(d);
+  controller->WithView([&](const LbState&, const CounterTotals&, const ControlStats&,
+                             const ControllerOptions& opt) {
+    ReplyDict dict(d);
+    dict.U64("tsc_hz", rte_get_tsc_hz());
+    dict.U64("worker_total", opt.loop_counters.size());
+    dict.U64("worker_offset", first);
+    rte_tel_data* bounds = rte_tel_data_alloc();
+    rte_tel_data_start_array(bounds, RTE_TEL_U64_VAL);
+    size_t used = dict.used() + ReplyDict::ArrayCost("bucket_upper_ns") + ReplyDict::ArrayCost("per_worker") +
+                  ReplyDict::ArrayCost("per_worker_sum_ns") + kReplySlack;
+    for (uint64_t b : LatencyBucketUpperBoundsNs()) {
+      rte_tel_data_add_array_u64(bounds, b);
+      used += TelemetryNumberCost(b);
+    }
+    rte_tel_data_add_dict_container(d, "bucket_upper_ns", bounds, 0);
+    rte_tel_data* per_worker = rte_tel_data_alloc();
+    rte_tel_data* sums = rte_tel_data_alloc();
+    rte_tel_data_start_dict(per_worker);
+    rte_tel_data_start_dict(sums);
+    for (size_t w = first, count = 0; w < opt.loop_counters.size() && count < RTE_TEL_MAX_DICT_ENTRIES;
+         ++w, ++count) {
+      const LatencyHistogram& h = opt.loop_counters[w]->latency;
+      const std::array<uint64_t, kLatencyBuckets> counts = h.Counts();
+      const std::string key = absl::StrCat(w);
+      // "key":[...], in both dicts.
+      size_t cost = 2 * (key.size() + 3) + 2 + TelemetryNumberCost(h.sum_ns());
+      for (uint64_t c : counts) cost += TelemetryNumberCost(c);
+      if (count > 0 && used + cost > kReplyBytes) break;
+      used += cost;
+      rte_tel_data* array = rte_tel_data_alloc();
+      rte_tel_data_start_array(array, RTE_TEL_U64_VAL);
+      for (uint64_t c : counts) rte_tel_data_add_array_u64(array, c);
+      rte_tel_data_add_dict_container(per_worker, key.c_str(), array, 0);
+      rte_tel_data_add_dict_u64(sums, key.c_str(), h.sum_ns());
+    }
+    rte_tel_data_add_dict_container(d, "per_worker", per_worker, 0);
+    rte_tel_data_add_dict_container(d, "per_worker_sum_ns", sums, 0);
+  });
+  return 0;
+}
+
+// The last kRecentReloads reloads, oldest first, as parallel arrays (DPDK
+// 22.11 nests no array of dicts in a dict), and the totals of those that
+// reached the workers: from the trigger (file change or SIGHUP) to every
+// worker past the new snapshot. At most ~6.2 KB: always one reply.
+int CmdReloads(const char*, const char*, rte_tel_data* d) {
+  ControllerRef ref;  // shutdown waits for it
+  Controller* controller = ref.get();
+  if (controller == nullptr) return -1;
+  rte_tel_data_start_dict(d);
+  controller->WithView([&](const LbState&, const CounterTotals&, const ControlStats& cs,
+                             const ControllerOptions&) {
+    const ReloadTimings& t = cs.reload_timings;
+    rte_tel_data* recent = rte_tel_data_alloc();
+    rte_tel_data_start_dict(recent);
+    rte_tel_data* generation = rte_tel_data_alloc();
+    rte_tel_data* outcome = rte_tel_data_alloc();
+    rte_tel_data* event = rte_tel_data_alloc();
+    rte_tel_data* published = rte_tel_data_alloc();
+    rte_tel_data* workers = rte_tel_data_alloc();
+    rte_tel_data_start_array(generation, RTE_TEL_U64_VAL);
+    rte_tel_data_start_array(outcome, RTE_TEL_STRING_VAL);
+    rte_tel_data_start_array(event, RTE_TEL_U64_VAL);
+    rte_tel_data_start_array(published, RTE_TEL_U64_VAL);
+    rte_tel_data_start_array(workers, RTE_TEL_U64_VAL);
+    for (const ReloadTiming& r : t.Recent()) {
+      rte_tel_data_add_array_u64(generation, r.generation);
+      rte_tel_data_add_array_string(outcome, std::string(ReloadOutcomeName(r.outcome)).c_str());
+      rte_tel_data_add_array_u64(event, r.event_ns);
+      rte_tel_data_add_array_u64(published, r.published_ns);
+      rte_tel_data_add_array_u64(workers, r.workers_ns);
+    }
+    rte_tel_data_add_dict_container(recent, "generation", generation, 0);
+    rte_tel_data_add_dict_container(recent, "outcome", outcome, 0);
+    rte_tel_data_add_dict_container(recent, "event_ns", event, 0);
+    rte_tel_data_add_dict_container(recent, "published_ns", published, 0);
+    rte_tel_data_add_dict_container(recent, "workers_ns", workers, 0);
+    rte_tel_data_add_dict_container(d, "recent", recent, 0);
+    rte_tel_data_add_dict_u64(d, "applied", t.applied());
+    rte_tel_data_add_dict_u64(d, "unchanged", t.unchanged());
+    rte_tel_data_add_dict_u64(d, "refused", t.refused());
+    rte_tel_data_add_dict_u64(d, "file_to_workers_ns_max", t.to_workers_max_ns());
+    rte_tel_data_add_dict_u64(d, "file_to_workers_ns_sum", t.to_workers_sum_ns());
+    rte_tel_data_add_dict_u64(d, "file_to_workers_count", t.to_workers_count());
+  });
+  return 0;
+}
+
 }  // namespace
 
 void UnregisterTelemetry() {
@@ -362,6 +467,12 @@ void RegisterTelemetry(Controller* controller) {
   rte_telemetry_register_cmd("/maglb/announce", CmdAnnounce,
                              "maglb route announcement: state, and per VIP address whether its route "
                              "is announced and why");
+  rte_telemetry_register_cmd("/maglb/latency", CmdLatency,
+                             "maglb receive-to-transmit time per frame: bucket bounds (ns), counts per "
+                             "worker since start. Parameters: [first worker]");
+  rte_telemetry_register_cmd("/maglb/reloads", CmdReloads,
+                             "maglb reloads: the last 64 (outcome; CLOCK_MONOTONIC ns of trigger, swap, "
+                             "workers past it) and totals");
 }
 
 }  // namespace maglb

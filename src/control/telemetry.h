@@ -13,6 +13,20 @@
 //                      (weights, entries, packets, ..., health counters);
 //                      one page of backends from OFFSET, with backend_total
 //                      and backend_offset (replies are capped at 16 KB)
+//   /maglb/latency[,FIRST]
+//                      receive-to-transmit time per frame (LoopCounters::
+//                      latency): tsc_hz, bucket_upper_ns (169 exclusive
+//                      upper bounds, ns), per_worker {"0": [170 counts, the
+//                      last above the bounds], ...} and per_worker_sum_ns
+//                      {"0": ns, ...}, cumulative since start; as many
+//                      workers from FIRST as fit 16 KB (worker_total,
+//                      worker_offset)
+//   /maglb/reloads     the last 64 reloads, oldest first, as parallel arrays
+//                      under "recent" (generation, outcome, event_ns,
+//                      published_ns, workers_ns: CLOCK_MONOTONIC, 0 where not
+//                      reached), applied / unchanged / refused, and
+//                      file_to_workers_ns_max / _sum / _count over those that
+//                      reached the workers (control/reload_timing.h)
 // Their counters and gauges are the metric list's (maglb/metrics.h), named
 // and read from it.
 #ifndef MAGLB_CONTROL_TELEMETRY_H_

@@ -3,10 +3,20 @@
 #include <rte_errno.h>
 #include <rte_malloc.h>
 #include <rte_rcu_qsbr.h>
+#include <time.h>
 
 #include "absl/strings/str_format.h"
 
 namespace maglb {
+namespace {
+
+uint64_t Monotonic() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<SnapshotPublisher>> SnapshotPublisher::Create(uint32_t num_readers) {
   std::unique_ptr<SnapshotPublisher> p(new SnapshotPublisher());
@@ -40,21 +50,28 @@ void SnapshotPublisher::ReaderOffline(uint32_t id) {
 
 void SnapshotPublisher::Quiescent(uint32_t id) { rte_rcu_qsbr_quiescent(qsbr_, id); }
 
-void SnapshotPublisher::Publish(std::unique_ptr<const LbState> next) {
+PublishTimes SnapshotPublisher::Publish(std::unique_ptr<const LbState> next) {
   const LbState* old;
+  PublishTimes times;
   {
     // Control-side readers take the pointer under mu_ (telemetry, the
     // exporter): once the swap is done none can reach `old` any more.
     std::lock_guard<std::mutex> lock(mu_);
     old = current_.exchange(next.release(), std::memory_order_acq_rel);
   }
-  if (old == nullptr) return;
+  times.swapped_ns = Monotonic();
+  if (old == nullptr) {
+    times.synchronized_ns = times.swapped_ns;
+    return times;
+  }
   // Every worker that could hold `old` passes a quiescent point within one
   // loop iteration (a few microseconds). Not under mu_: a stalled worker
   // would hold every telemetry and /metrics reader with it, and hide the
   // stall it is there to show.
   rte_rcu_qsbr_synchronize(qsbr_, RTE_QSBR_THRID_INVALID);
-  delete old;
+  times.synchronized_ns = Monotonic();
+  delete old;  // not timed: the workers had the new tables before
+  return times;
 }
 
 // rte_rcu_qsbr_start and rte_rcu_qsbr_check are lock-free and multi-thread

@@ -16,6 +16,15 @@ struct rte_rcu_qsbr;
 
 namespace maglb {
 
+/// When a Publish swapped the snapshot in, and when every worker had passed
+/// a quiescent point after it (none holds the old one: the new tables are
+/// the workers'), CLOCK_MONOTONIC ns. The first snapshot replaces none and
+/// waits for nobody: both are its swap's time.
+struct PublishTimes {
+  uint64_t swapped_ns = 0;
+  uint64_t synchronized_ns = 0;
+};
+
 class SnapshotPublisher {
  public:
   /// `num_readers`: worker ids 0 .. num_readers-1.
@@ -40,7 +49,8 @@ class SnapshotPublisher {
   /// point, then frees the old snapshot. Takes mutex() for the swap only:
   /// telemetry readers take the pointer under mutex(), so none holds the old
   /// one afterwards, and none waits while a stalled worker delays the free.
-  void Publish(std::unique_ptr<const LbState> next);
+  /// Returns when the swap and the wait ended (before the free).
+  PublishTimes Publish(std::unique_ptr<const LbState> next);
   /// Serialises control-side readers (telemetry) against Publish().
   std::mutex& mutex() { return mu_; }
 

@@ -26,7 +26,11 @@ struct TxBuffer {
   uint16_t port = 0;
   uint16_t queue = 0;
   uint16_t n = 0;
+  // Frames handed to Flush so far: with n, how many a burst queued (the
+  // latency histogram counts them), early flushes included.
+  uint64_t flushed = 0;
   rte_mbuf* frames[kTxCapacity];
+  uint64_t queued() const { return flushed + n; }
 };
 
 void Flush(TxBuffer& b, LoopCounters* counters) {
@@ -36,6 +40,7 @@ void Flush(TxBuffer& b, LoopCounters* counters) {
     counters->tx_full.Add(b.n - sent);
     rte_pktmbuf_free_bulk(b.frames + sent, b.n - sent);
   }
+  b.flushed += b.n;
   b.n = 0;
 }
 
@@ -86,6 +91,8 @@ struct TxSet {
   bool two_arm = false;
   bool has_kernel = false;
   TxBuffer& to_backends() { return two_arm ? backend_side : front; }
+  // Frames queued toward the ports so far (backend_side's stay 0 one-arm).
+  uint64_t queued() const { return front.queued() + backend_side.queued(); }
   // Replies leave by the port their request came in on.
   TxBuffer& back(uint16_t rx_port) { return two_arm && rx_port == backend_side.port ? backend_side : front; }
 };
@@ -156,10 +163,11 @@ void PushExtraFrames(const WorkerContext& c, const PacketRef& r, TxBuffer& to) {
 
 // Runs `n` frames through the pipeline and sends each where its action says.
 // `rx_port`: where they came in; kSteeredIn: frames another worker handed
-// over, each marked with its port in m->port by that worker.
+// over, each marked with its port in m->port by that worker. `rx_tsc`: when
+// they came (the pipeline's clock: conntrack times).
 constexpr uint16_t kSteeredIn = UINT16_MAX;
 void Process(const WorkerContext& c, rte_mbuf** in, uint16_t n, const LbState* state, uint16_t rx_port,
-             TxSet& tx) {
+             TxSet& tx, uint64_t rx_tsc) {
   const bool steered = rx_port == kSteeredIn;
   rte_mbuf* kept[kRxBurst];
   rte_mbuf* drop[kRxBurst];
@@ -177,9 +185,9 @@ void Process(const WorkerContext& c, rte_mbuf** in, uint16_t n, const LbState* s
   }
   if (np > 0) {
     if (steered) [[unlikely]] {
-      c.worker->ProcessSteered(refs, np, *state, NowNs());
+      c.worker->ProcessSteered(refs, np, *state, TscToMonotonicNs(rx_tsc));
     } else {
-      c.worker->ProcessBurst(refs, np, *state, NowNs(), ip_checksum);
+      c.worker->ProcessBurst(refs, np, *state, TscToMonotonicNs(rx_tsc), ip_checksum);
     }
   }
   TxBuffer& to_backends = tx.to_backends();
@@ -234,14 +242,30 @@ void Process(const WorkerContext& c, rte_mbuf** in, uint16_t n, const LbState* s
   if (ndrop > 0) rte_pktmbuf_free_bulk(drop, ndrop);
 }
 
+// A burst from a port until the pass sends it: when it came in, and how
+// many frames it queued for the wire (0: none, or no burst).
+struct RxMark {
+  uint64_t tsc = 0;
+  uint64_t frames = 0;
+};
+
 // One RX burst from `rx_port` through the pipeline. Returns how many frames
-// came in.
-uint16_t Serve(const WorkerContext& c, uint16_t rx_port, const LbState* state, TxSet& tx) {
+// came in; `mark` says when, and how many it queued.
+uint16_t Serve(const WorkerContext& c, uint16_t rx_port, const LbState* state, TxSet& tx, RxMark& mark) {
   rte_mbuf* rx[kRxBurst];
   uint16_t n = rte_eth_rx_burst(rx_port, c.queue, rx, kRxBurst);
   if (n == 0) return 0;
-  Process(c, rx, n, state, rx_port, tx);
+  // The one TSC read of the burst: its latency's start and the pipeline's clock.
+  mark.tsc = rte_rdtsc();
+  const uint64_t queued = tx.queued();
+  Process(c, rx, n, state, rx_port, tx, mark.tsc);
+  mark.frames = tx.queued() - queued;
   return n;
+}
+
+// The frames of `mark` left at `tx_tsc`.
+inline void RecordLatency(const WorkerContext& c, const TscToNs& to_ns, uint64_t tx_tsc, const RxMark& mark) {
+  if (mark.frames != 0) c.counters->latency.Record(to_ns(tx_tsc - mark.tsc), mark.frames);
 }
 
 // What the kernel interface sent: out by the front port unchanged, tunnel
@@ -306,17 +330,18 @@ uint16_t ServeSteered(const WorkerContext& c, const LbState* state, TxSet& tx) {
   unsigned n = rte_ring_sc_dequeue_burst(c.steer_rings[c.index], reinterpret_cast<void**>(in), kRxBurst,
                                          nullptr);
   if (n == 0) return 0;
-  Process(c, in, static_cast<uint16_t>(n), state, kSteeredIn, tx);
+  Process(c, in, static_cast<uint16_t>(n), state, kSteeredIn, tx, rte_rdtsc());
   return static_cast<uint16_t>(n);
 }
 
 }  // namespace
 
-uint64_t NowNs() {
+uint64_t TscToMonotonicNs(uint64_t tsc) {
   static const uint64_t hz = rte_get_tsc_hz();
-  uint64_t tsc = rte_rdtsc();
   return static_cast<uint64_t>(static_cast<unsigned __int128>(tsc) * 1'000'000'000u / hz);
 }
+
+uint64_t NowNs() { return TscToMonotonicNs(rte_rdtsc()); }
 
 int WorkerMain(void* arg) {
   WorkerContext& c = *static_cast<WorkerContext*>(arg);
@@ -326,11 +351,12 @@ int WorkerMain(void* arg) {
   if (steering) c.worker->SetRssOwner(c.rss_owner, c.index);
   c.worker->SetProbeTable(c.tunnel_probes);
   const bool has_kernel = c.kernel_port_id >= 0;
-  TxSet tx{{c.port_id, c.queue, 0, {}},
-           {c.backend_port_id, c.queue, 0, {}},
-           {static_cast<uint16_t>(has_kernel ? c.kernel_port_id : 0), c.queue, 0, {}},
+  TxSet tx{{c.port_id, c.queue, 0, 0, {}},
+           {c.backend_port_id, c.queue, 0, 0, {}},
+           {static_cast<uint16_t>(has_kernel ? c.kernel_port_id : 0), c.queue, 0, 0, {}},
            two_arm,
            has_kernel};
+  const TscToNs tsc_to_ns(rte_get_tsc_hz());
   uint32_t idle = 0;
   (void)NowNs();  // initialise the TSC rate outside the loop
   const uint64_t kernel_poll_cycles = kKernelPollIntervalNs * rte_get_tsc_hz() / 1'000'000'000u;
@@ -341,8 +367,9 @@ int WorkerMain(void* arg) {
 
   while (!c.stop->load(std::memory_order_relaxed)) {
     const LbState* state = c.publisher->Current();
-    uint16_t got = Serve(c, c.port_id, state, tx);
-    if (two_arm) got = static_cast<uint16_t>(got + Serve(c, c.backend_port_id, state, tx));
+    RxMark front_rx, backend_rx;
+    uint16_t got = Serve(c, c.port_id, state, tx, front_rx);
+    if (two_arm) got = static_cast<uint16_t>(got + Serve(c, c.backend_port_id, state, tx, backend_rx));
     if (steering) got = static_cast<uint16_t>(got + ServeSteered(c, state, tx));
     // Frames the control thread wants on the wire: ARP / ND requests for
     // next hops, which live on the backend side.
@@ -364,6 +391,12 @@ int WorkerMain(void* arg) {
     }
     Flush(tx.front, c.counters);
     if (two_arm) Flush(tx.backend_side, c.counters);
+    if ((front_rx.frames | backend_rx.frames) != 0) {
+      // One TSC read for the pass's bursts; a pass that sent none reads none.
+      const uint64_t tx_tsc = rte_rdtsc();
+      RecordLatency(c, tsc_to_ns, tx_tsc, front_rx);
+      RecordLatency(c, tsc_to_ns, tx_tsc, backend_rx);
+    }
     c.publisher->Quiescent(c.index);
     busy_polls += got != 0;
     c.counters->polls.Set(++polls);

@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -350,6 +351,19 @@ class Testbed:
     def stats(self):
         r = run([MAGLBCTL, "stats", "--prefix", self.prefix, "--format", "json"], timeout=10)
         return json.loads(r.stdout)
+
+    def telemetry(self, cmd):
+        """One DPDK telemetry command ("/maglb/latency"), straight over the
+        socket: its reply's value (None if maglb answered null)."""
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            s.settimeout(10)
+            s.connect("/var/run/dpdk/%s/dpdk_telemetry.v2" % self.prefix)
+            s.recv(1024)  # the greeting
+            s.send(cmd.encode())
+            return json.loads(s.recv(1 << 16).decode())[cmd.split(",")[0]]
+        finally:
+            s.close()
 
     def wait_for(self, pred, what, timeout=10):
         wait_for(pred, what, timeout, context=self.read_log)

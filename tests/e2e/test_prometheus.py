@@ -5,7 +5,8 @@ agrees with `maglbctl stats`; a real Prometheus server in the namespace
 scrapes it every second while curl traffic flows through web-gre, whose
 third backend is drained (weight 0), and a PromQL query over its HTTP API
 gives a positive packet rate for exactly the two backends that served; the
-per-worker busy ratio is a ratio. Hostile clients (a 1 MB header, other
+per-worker busy ratio is a ratio, and histogram_quantile reads the packet
+latency histogram (a time between 64 ns and 134 ms). Hostile clients (a 1 MB header, other
 paths and methods, 50 idle and 50 busy connections at once) are refused
 while scrapes go on, and Prometheus sees no failed scrape. A reload that
 changes [metrics] listen says it applies at the next restart."""
@@ -194,6 +195,10 @@ def test():
             check(len(ratios) == 1 and 0 < ratios[0] <= 1 and busy[0]["metric"].get("worker") == "0"
                   and busy[0]["metric"].get("queue") == "0",
                   "busy ratio of worker 0 (rate(busy_polls) / rate(polls)): %s" % ratios)
+            p99 = query("histogram_quantile(0.99, rate(maglb_packet_latency_seconds_bucket[15s]))")
+            values = [float(s["value"][1]) for s in p99]
+            check(len(values) == 1 and 64e-9 <= values[0] <= 0.134217728 and p99[0]["metric"].get("worker") == "0",
+                  "PromQL histogram_quantile(0.99) of maglb_packet_latency_seconds for worker 0: %s s" % values)
 
             # 3. Hostile clients, while Prometheus keeps scraping.
             r = json.loads(lbtest.ns("mlb-lb", "/usr/bin/python3", "-c", HOSTILE, timeout=90).stdout)
@@ -226,6 +231,12 @@ def test():
 
         # 4. After the traffic, the counters Prometheus reads are maglbctl's.
         text = scrape()
+        counted = samples(text, "maglb_packet_latency_seconds_count")
+        labels = [k for k in counted if 'worker="0"' in k]
+        timed = counted[labels[0]] if len(labels) == 1 else 0
+        inf = samples(text, "maglb_packet_latency_seconds_bucket").get(labels[0][:-1] + ',le="+Inf"}' if labels else "")
+        check(timed > CONNECTIONS and inf == timed and samples(text, "maglb_reload_apply_seconds_count") == {"": 0.0},
+              "maglb_packet_latency_seconds of worker 0 counts %d frames (its +Inf bucket too); no reload yet" % timed)
         stats = tb.stats()["vips"]["web-gre"]
         packets = samples(text, "maglb_backend_packets_total")
         for name, value in zip(stats["backend_names"], stats["backend_packets"]):
@@ -241,7 +252,12 @@ def test():
         check(note not in tb.read_log(), "a reload with [metrics] unchanged (three lines lower) says nothing of it")
         tb.reload(lbtest.config_text(backends, extra='\n[metrics]\nlisten = "127.0.0.1:9470"\n'))
         tb.wait_for(lambda: note in tb.read_log(), "the reload's log line about [metrics]", 10)
-        check("maglb_generation 3\n" in scrape(), "after the reloads, /metrics still on %s (generation 3)" % LISTEN)
+        text = scrape()
+        check("maglb_generation 3\n" in text, "after the reloads, /metrics still on %s (generation 3)" % LISTEN)
+        check(samples(text, "maglb_reload_apply_seconds_count") == {"": 2.0} and
+              samples(text, "maglb_reload_apply_seconds_sum")[""] > 0,
+              "maglb_reload_apply_seconds: both reloads timed (%.1f ms in all)"
+              % (1e3 * samples(text, "maglb_reload_apply_seconds_sum")[""]))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ re-weighting and removing *other* backends byte for byte; a drained backend
 new connections; an invalid edit is refused (file:line logged) while traffic
 goes on, and the corrected file is picked up; so are a dangling link and a
 symlink loop put in its place; maglbctl stats reads every page of a VIP with
-600 backends and of a list of 600+ VIPs."""
+600 backends and of a list of 600+ VIPs. Telemetry times every reload from
+its trigger to the workers (/maglb/reloads), and the worker's latency
+histogram (/maglb/latency) grows with the traffic."""
 import json
 import os
 import re
@@ -200,8 +202,57 @@ def test():
         tb.reload(lbtest.config_text(backends))
         check(tb.stats()["stats"]["last_refusal"] == "", "then a good file is picked up")
 
+        # 12. every reload above timed from its trigger to the workers
+        check_reload_timing(tb)
+        check_latency_grows(tb)
+
     check_incomplete_reply()
     check_cut_vip_list()
+
+
+def check_reload_timing(tb):
+    r = tb.telemetry("/maglb/reloads")
+    stats = tb.stats()["stats"]
+    recent = r["recent"]
+    n = len(recent["generation"])
+    rows = [dict(zip(recent, values)) for values in zip(*recent.values())]
+    check(all(len(a) == n for a in recent.values()) and 0 < n <= 64 and
+          r["applied"] + r["unchanged"] == stats["reloads_ok"] and r["refused"] == stats["reloads_refused"],
+          "/maglb/reloads: %d recent reloads; applied %d + unchanged %d = reloads_ok, refused %d = reloads_refused"
+          % (n, r["applied"], r["unchanged"], r["refused"]))
+    reached = [x for x in rows if x["outcome"] != "refused"]
+    refused = [x for x in rows if x["outcome"] == "refused"]
+    check(all(0 < x["event_ns"] <= x["published_ns"] <= x["workers_ns"] for x in reached) and
+          all(x["event_ns"] > 0 and x["published_ns"] == 0 and x["workers_ns"] == 0 for x in refused) and
+          len(refused) >= 2 and rows[-1]["outcome"] == "applied" and rows[-1]["generation"] == tb.generation(),
+          "each reload: trigger <= swap <= workers; the refused ones with their trigger only; the last is "
+          "the running generation")
+    check(r["file_to_workers_count"] == r["applied"] + r["unchanged"] and
+          max(x["workers_ns"] - x["event_ns"] for x in reached) <= r["file_to_workers_ns_max"] and
+          r["file_to_workers_ns_max"] <= r["file_to_workers_ns_sum"],
+          "every reload that reached the workers is timed: %d, at most %.1f ms, mean %.1f ms"
+          % (r["file_to_workers_count"], r["file_to_workers_ns_max"] / 1e6,
+             r["file_to_workers_ns_sum"] / 1e6 / max(1, r["file_to_workers_count"])))
+    line = [x for x in tb.read_log().splitlines() if "reload (file changed): generation" in x][-1]
+    check(re.search(r"; applied to workers [0-9.]+ (us|ms|s) after the file change$", line) is not None,
+          "the reload's log line says how long it took (%s)" % line.split("; ")[-1])
+
+
+def check_latency_grows(tb):
+    def timed(reply):
+        return sum(sum(c) for c in reply["per_worker"].values())
+
+    before = tb.telemetry("/maglb/latency")
+    counts = tb.curl_many(VIP["gre"], 10)
+    after = tb.telemetry("/maglb/latency")
+    bounds = after["bucket_upper_ns"]
+    check(len(bounds) == 169 and bounds == sorted(bounds) and after["tsc_hz"] > 0 and
+          list(after["per_worker"]) == ["0"] and all(len(c) == len(bounds) + 1 for c in after["per_worker"].values()),
+          "/maglb/latency: 169 bounds, one array of 170 counts for the one worker")
+    grown = timed(after) - timed(before)
+    check(sum(counts.values()) == 10 and grown >= 10 * 3 and
+          all(a >= b for a, b in zip(after["per_worker"]["0"], before["per_worker"]["0"])),
+          "10 curl requests: the latency histogram counts %d more frames sent, no bucket shrank" % grown)
 
 
 def fake_maglb_stats(reply, fmt="table"):

@@ -1,7 +1,9 @@
 // The Prometheus exposition (control/prometheus.h) of a small running state:
 // Prometheus' own checker (`promtool check metrics`, Debian's prometheus
 // package) accepts it, names follow the conventions, each value is the one
-// the metric list reads, and hostile VIP and backend names are escaped.
+// the metric list reads, and hostile VIP and backend names are escaped. The
+// two histograms (packet latency per worker, reload apply time) are
+// cumulative, in seconds, and agree with what was recorded.
 #include "control/prometheus.h"
 
 #include <unistd.h>
@@ -85,6 +87,16 @@ struct Fixture {
     loops[1]->tx_full.Add(5);
     control.started_ns = 1;
     control.reloads_refused = 2;
+    // Latency: 32 frames at 100 ns and 2 at 3 us on worker 0; one at 200 ms
+    // (above every bound) on worker 1.
+    loops[0]->latency.Record(100, 32);
+    loops[0]->latency.Record(3'000, 2);
+    loops[1]->latency.Record(200'000'000, 1);
+    // Reloads: one applied 1.5 ms after its trigger, one refused (not timed).
+    control.reload_timings.Add({.generation = 2, .outcome = ReloadOutcome::kApplied, .event_ns = 1'000,
+                                .published_ns = 2'000, .workers_ns = 1'501'000});
+    control.reload_timings.Add({.generation = 2, .outcome = ReloadOutcome::kRefused, .event_ns = 9'000,
+                                .published_ns = 0, .workers_ns = 0});
     BackendHealthStatus& h = control.backend_health[{"dns", "be3"}];
     h.health = BackendHealth::kUp;
     h.since_unix_ms = 1'700'000'000'123;
@@ -152,7 +164,7 @@ TEST(Prometheus, EveryListEntryIsAFamilyOnceWithHelpAndType) {
   std::set<std::string> sampled;
   for (const std::string& line : Lines(text)) {
     std::smatch m;
-    if (std::regex_match(line, m, std::regex("# TYPE (\\S+) (counter|gauge)"))) {
+    if (std::regex_match(line, m, std::regex("# TYPE (\\S+) (counter|gauge|histogram)"))) {
       ++types[m[1]];
     } else if (std::regex_match(line, m, std::regex("([a-z_]+)(\\{.*\\})? [0-9]+(\\.[0-9]+)?"))) {
       sampled.insert(m[1]);
@@ -175,6 +187,12 @@ TEST(Prometheus, EveryListEntryIsAFamilyOnceWithHelpAndType) {
     }
   }
   EXPECT_EQ(types["maglb_vip_info"], 1);
+  for (const char* histogram : {"maglb_packet_latency_seconds", "maglb_reload_apply_seconds"}) {
+    EXPECT_EQ(types[histogram], 1) << histogram;
+    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+      EXPECT_TRUE(sampled.count(std::string(histogram) + suffix)) << histogram << suffix;
+    }
+  }
   // One family of drops, every reason in it (from two lists: the pipeline's
   // and the loop's), once each.
   std::set<std::string> reasons;
@@ -224,6 +242,37 @@ TEST(Prometheus, ValuesAndLabelsAreTheListsReads) {
                               "forwarding=\"ipip\",algorithm=\"rendezvous\",fingerprint=\"" + fp1 + "\"} 1\n"));
 }
 
+TEST(Prometheus, HistogramsAreCumulativeInSeconds) {
+  Fixture f;
+  const std::string text = f.Render();
+  const std::string w0 = "maglb_packet_latency_seconds_bucket{worker=\"0\",port=\"3\",queue=\"0\",le=";
+  EXPECT_THAT(text, HasSubstr(w0 + "\"0.000000064\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr(w0 + "\"0.000000128\"} 32\n"));  // the 100 ns frames
+  EXPECT_THAT(text, HasSubstr(w0 + "\"0.000002048\"} 32\n"));
+  EXPECT_THAT(text, HasSubstr(w0 + "\"0.000004096\"} 34\n"));  // and the 3 us ones
+  EXPECT_THAT(text, HasSubstr(w0 + "\"0.134217728\"} 34\n"));  // the last bound, 2^27 ns
+  EXPECT_THAT(text, HasSubstr(w0 + "\"+Inf\"} 34\n"));
+  EXPECT_THAT(text, Not(HasSubstr(w0 + "\"0.000000072\"")));  // one bucket per power of two
+  EXPECT_THAT(text, HasSubstr("maglb_packet_latency_seconds_sum{worker=\"0\",port=\"3\",queue=\"0\"} 0.0000092\n"));
+  EXPECT_THAT(text, HasSubstr("maglb_packet_latency_seconds_count{worker=\"0\",port=\"3\",queue=\"0\"} 34\n"));
+  const std::string w1 = "maglb_packet_latency_seconds_bucket{worker=\"1\",port=\"3\",queue=\"1\",le=";
+  EXPECT_THAT(text, HasSubstr(w1 + "\"0.134217728\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr(w1 + "\"+Inf\"} 1\n"));  // 200 ms: above every bound
+  EXPECT_THAT(text, HasSubstr("maglb_packet_latency_seconds_sum{worker=\"1\",port=\"3\",queue=\"1\"} 0.2\n"));
+  // 22 bounds and +Inf a worker.
+  size_t buckets = 0;
+  for (const std::string& line : Lines(text)) buckets += line.starts_with(w0);
+  EXPECT_EQ(buckets, 23u);
+  // The applied reload, 1.5 ms; the refused one is not timed.
+  EXPECT_THAT(text, HasSubstr("maglb_reload_apply_seconds_bucket{le=\"0.0001\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("maglb_reload_apply_seconds_bucket{le=\"0.001\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("maglb_reload_apply_seconds_bucket{le=\"0.0025\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("maglb_reload_apply_seconds_bucket{le=\"10\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("maglb_reload_apply_seconds_bucket{le=\"+Inf\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("\nmaglb_reload_apply_seconds_sum 0.0015\n"));
+  EXPECT_THAT(text, HasSubstr("\nmaglb_reload_apply_seconds_count 1\n"));
+}
+
 TEST(Prometheus, NoLabelIsLeftEmpty) {
   // Every label name of every kind has its value (LabelValue knows them all).
   Fixture f;
@@ -249,6 +298,11 @@ TEST(Prometheus, NamesOfFamiliesDoNotCollide) {
     EXPECT_TRUE(names.insert(PrometheusName(m)).second) << PrometheusName(m);
   }
   EXPECT_FALSE(names.count("maglb_vip_info"));
+  for (const char* histogram : {"maglb_packet_latency_seconds", "maglb_reload_apply_seconds"}) {
+    for (const char* suffix : {"", "_bucket", "_sum", "_count"}) {
+      EXPECT_FALSE(names.count(std::string(histogram) + suffix)) << histogram << suffix;
+    }
+  }
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 // daemon's own code. A flow pinned on worker A, a reload that moves its table
 // slot, then an ICMP error about it received on worker B's queue: it must
 // leave by A's queue toward the pinned backend. Then, A's ring full: B drops
-// and counts such an error, and goes on serving.
+// and counts such an error, and goes on serving. Throughout, each worker's
+// latency histogram counts the frames it received from the port and sent,
+// and nothing else: not the dropped, not the steered.
 #include <rte_eal.h>
 #include <rte_eth_ring.h>
 #include <rte_ethdev.h>
@@ -194,6 +196,9 @@ TEST_F(SteerDataplaneTest, IcmpErrorAtTheWrongWorkerLeavesByTheOwnersQueueToTheP
   h.src = Ip("10.0.0.5");
   h.dst = Ip("198.51.100.80");
   const Bytes syn = testing::Frame4(h, testing::Tcp(sport, 80, 0x02));
+  Ip4 stray = h;
+  stray.dst = Ip("198.51.100.81");  // no VIP: dropped, so not timed
+  ASSERT_EQ(rte_ring_enqueue(rx[0], Mbuf(pool, testing::Frame4(stray, testing::Tcp(sport, 80, 0x02)))), 0);
   ASSERT_EQ(rte_ring_enqueue(rx[0], Mbuf(pool, syn)), 0);
   const std::string pinned = OuterDst(Sent(tx[0]));
   ASSERT_NE(pinned, "<none>");
@@ -234,6 +239,17 @@ TEST_F(SteerDataplaneTest, IcmpErrorAtTheWrongWorkerLeavesByTheOwnersQueueToTheP
   EXPECT_EQ(local(b, LocalCounter::kIcmpErrorsSteered), 1u);
   EXPECT_EQ(local(a, LocalCounter::kIcmpErrorsRouted), 1u);
   EXPECT_EQ(lc[0].steer_full.value() + lc[1].steer_full.value(), 0u);
+  // A timed the SYN it sent (the stray frame it dropped, and the error B
+  // handed it, not); B received only the error, and sent nothing itself.
+  auto timed = [](const LoopCounters& l) {
+    uint64_t n = 0;
+    for (uint64_t count : l.latency.Counts()) n += count;
+    return n;
+  };
+  EXPECT_EQ(a.counters().drops[static_cast<size_t>(DropReason::kNoVip)].value(), 1u);
+  EXPECT_EQ(timed(lc[0]), 1u);
+  EXPECT_GT(lc[0].latency.sum_ns(), 0u);  // receiving, processing and sending take time
+  EXPECT_EQ(timed(lc[1]), 0u);
 
   // A's ring full (A stopped, its ring filled): B drops the next such error
   // and counts it, without waiting, and keeps serving its own traffic.
@@ -257,6 +273,8 @@ TEST_F(SteerDataplaneTest, IcmpErrorAtTheWrongWorkerLeavesByTheOwnersQueueToTheP
   std::move(stop_b).Invoke();
   EXPECT_EQ(lc[1].steer_full.value(), 1u);
   EXPECT_EQ(local(b, LocalCounter::kIcmpErrorsSteered), 2u);
+  EXPECT_EQ(timed(lc[1]), 1u);  // its own SYN; the error it dropped is not timed
+  EXPECT_EQ(timed(lc[0]), 1u);
   EXPECT_EQ(rte_ring_count(tx[0]), 0u);
 
   rings->reset();  // frees what is still in the rings
