@@ -262,11 +262,12 @@ class Bench:
             (case.name, info["packets"], info["distinct"], time.time() - t0))
         return path, info
 
-    def source(self, case, info):
-        if self.args.source == "memif":
+    def source(self, case, info, asked):
+        """The source `asked` for (auto: replay for small files, else fifo)."""
+        if asked == "memif":
             return "memif"
         limit = self.args.replay_max
-        if self.args.source == "replay" or (self.args.source == "auto" and info["packets"] <= limit):
+        if asked == "replay" or (asked == "auto" and info["packets"] <= limit):
             if info["packets"] > limit:
                 log("warning: %s: %d packets in replay mode exceed maglb's pool" % (case.name, info["packets"]))
             return "replay"
@@ -354,7 +355,8 @@ class Bench:
     def latency(self, prefix):
         """maglb's cumulative latency histogram, or the reason there is none."""
         try:
-            return daemon.latency_histogram(daemon.telemetry(self.telemetry_path(prefix), "/maglb/latency")), None
+            path = self.telemetry_path(prefix)
+            return daemon.latency_histogram(daemon.read_latency(lambda cmd: daemon.telemetry(path, cmd))), None
         except (daemon.TelemetryError, ValueError) as e:
             return None, str(e)
 
@@ -644,7 +646,7 @@ def render(results, args):
         if busy:
             pw += " (busy %s)" % " / ".join("%d%%" % round(100 * b) for b in busy)
         ratios = sorted(r["ratios"])
-        ratio = "%.2f" % ratios[len(ratios) // 2]
+        ratio = "%.2f" % statistics.median(ratios)
         if len(ratios) > 1:
             ratio += " (%.2f-%.2f)" % (ratios[0], ratios[-1])
         lines.append("| %s | %s | %d (%d) | %s | %.2f | %.2f | %.2f | %s | %.1f%% | %s |" % (
@@ -798,8 +800,9 @@ def machine_header(args, load_before):
 
 def placement(args):
     ncpu = os.cpu_count() or 1
-    uses_gen = args.source == "memif" or getattr(args, "latency", False) or getattr(args, "reload", False)
-    feeder = "pktgen (memif server)" if uses_gen else "the FIFO streamer"
+    asked = args.source if isinstance(args.source, list) else [args.source]
+    uses_gen = "memif" in asked or getattr(args, "latency", False) or getattr(args, "reload", False)
+    feeder = "pktgen (memif server)" if uses_gen else "the FIFO streamer (fifo)"
     text = "placement: main lcores and %s on CPU 0, worker lcore(s) on CPU 1%s" % (
         feeder, "-%d" % args.workers if args.workers > 1 else "")
     if ncpu <= 2:
@@ -813,16 +816,25 @@ def placement(args):
 def plot(results, out_dir):
     dat = os.path.join(out_dir, "fullpath.dat")
     series = []
+    # One series per mix, or per mix and source when a run compared sources
+    # (memif is a source of its own; replay and fifo make one line, as the
+    # title says which point came from which).
+    def line_of(r):
+        return (r["mix"], "memif") if r["source"] == "memif" else (r["mix"], "pcap")
+    by_source = len({line_of(r)[1] for r in results}) > 1
     with open(dat, "w") as f:
         for mix in ("uniform", "zipf", "syn", "mix90"):
-            rows = [r for r in results if r["mix"] == mix]
-            if not rows:
-                continue
-            f.write("# %s: flows maglb_mpps macswap_mpps io_mpps\n" % mix)
-            for r in rows:
-                f.write("%d %.4f %.4f %.4f\n" % (r["flows"], r["maglb"]["mpps"], r["macswap"]["mpps"], r["io"]["mpps"]))
-            f.write("\n\n")
-            series.append(mix)
+            for src in ("pcap", "memif"):
+                rows = [r for r in results if line_of(r) == (mix, src)]
+                if not rows:
+                    continue
+                name = "%s, %s" % (mix, src) if by_source else mix
+                f.write("# %s: flows maglb_mpps macswap_mpps io_mpps\n" % name)
+                for r in rows:
+                    f.write("%d %.4f %.4f %.4f\n" % (r["flows"], r["maglb"]["mpps"], r["macswap"]["mpps"],
+                                                     r["io"]["mpps"]))
+                f.write("\n\n")
+                series.append(name)
     if not shutil.which("gnuplot"):
         log("gnuplot not found: no PNG (data in %s)" % dat)
         return
@@ -831,8 +843,9 @@ def plot(results, out_dir):
             "set output '%s'" % png, "set logscale x", "set xlabel 'flows'", "set ylabel 'Mpps'",
             "set key outside right", "set grid", "set yrange [0:*]", "set termoption noenhanced",
             'set title "maglb full path (source port -> GRE -> net_null) vs testpmd macswap, same vdevs\\n'
-            'source per point: %s"' % (", ".join("%s %s" % (fmt_flows(r["flows"]), r["source"]) for r in results
-                                                 if r["mix"] == "uniform") or "see table")]
+            'source per point: %s"' % (", ".join(dict.fromkeys(
+                "%s %s" % (fmt_flows(r["flows"]), r["source"]) for r in results if r["mix"] == "uniform"))
+                or "see table")]
     plots = []
     for i, mix in enumerate(series):
         plots.append("'%s' index %d using 1:2 with linespoints lw 2 pt 7 title 'maglb %s'" % (dat, i, mix))
@@ -861,35 +874,40 @@ def run_table(bench, args):
         if args.max_flows and case.flows > args.max_flows:
             continue
         pcap, info = bench.pcap(case)
-        source = bench.source(case, info)
-        runs = {"io": [], "macswap": [], "maglb": []}
-        failed = False
+        # Several sources: each round runs them in turn, so that they compare
+        # under the same load.
+        sources = list(dict.fromkeys(bench.source(case, info, a) for a in args.source))
+        runs = {src: {"io": [], "macswap": [], "maglb": []} for src in sources}
+        failed = set()
         for rnd in range(args.rounds):
-            if failed:
-                break
-            for what in ("io", "macswap", "maglb"):
-                log("%s (%s) round %d: %s" % (case.name, source, rnd + 1, what))
-                try:
-                    r = bench.run_maglb(pcap, info, source, case) if what == "maglb" else \
-                        bench.run_testpmd(pcap, info, source, what)
-                except (RuntimeError, OSError, subprocess.SubprocessError, ValueError, KeyError) as e:
-                    log("  failed, case skipped: %s" % e)
-                    failed = True
-                    break
-                log("  %.2f Mpps" % r["mpps"])
-                runs[what].append(r)
-        if failed:
-            continue
-        pick = {k: sorted(v, key=lambda r: r["mpps"])[len(v) // 2] for k, v in runs.items()}
-        # Each round's maglb against the macswap run just before it (the
-        # load of the machine drifts between rounds).
-        ratios = [m["mpps"] / s["mpps"] if s["mpps"] else 0.0 for m, s in zip(runs["maglb"], runs["macswap"])]
-        results.append({"mix": case.mix, "flows": case.flows, "packets": info["packets"],
-                        "distinct": info["distinct"], "capacity": case.capacity, "source": source,
-                        "rounds": {k: [r["mpps"] for r in v] for k, v in runs.items()},
-                        "ratios": ratios, **pick})
-        if pick["maglb"]["workers_polling"] is not None and pick["maglb"]["workers_polling"] < args.workers:
-            log("note: %s" % pick["maglb"]["started"])
+            for source in sources:
+                if source in failed:
+                    continue
+                for what in ("io", "macswap", "maglb"):
+                    log("%s (%s) round %d: %s" % (case.name, source, rnd + 1, what))
+                    try:
+                        r = bench.run_maglb(pcap, info, source, case) if what == "maglb" else \
+                            bench.run_testpmd(pcap, info, source, what)
+                    except (RuntimeError, OSError, subprocess.SubprocessError, ValueError, KeyError) as e:
+                        log("  failed, %s skipped for this case: %s" % (source, e))
+                        failed.add(source)
+                        break
+                    log("  %.2f Mpps" % r["mpps"])
+                    runs[source][what].append(r)
+        for source in sources:
+            if source in failed:
+                continue
+            rs = runs[source]
+            pick = {k: sorted(v, key=lambda r: r["mpps"])[len(v) // 2] for k, v in rs.items()}
+            # Each round's maglb against the macswap run just before it (the
+            # load of the machine drifts between rounds).
+            ratios = [m["mpps"] / s["mpps"] if s["mpps"] else 0.0 for m, s in zip(rs["maglb"], rs["macswap"])]
+            results.append({"mix": case.mix, "flows": case.flows, "packets": info["packets"],
+                            "distinct": info["distinct"], "capacity": case.capacity, "source": source,
+                            "rounds": {k: [r["mpps"] for r in v] for k, v in rs.items()},
+                            "ratios": ratios, **pick})
+            if pick["maglb"]["workers_polling"] is not None and pick["maglb"]["workers_polling"] < args.workers:
+                log("note: %s" % pick["maglb"]["started"])
     return results
 
 
@@ -947,8 +965,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds per case; the median is reported")
     ap.add_argument("--mix", action="append", choices=["uniform", "zipf", "syn", "mix90"], help="only these mixes")
     ap.add_argument("--max-flows", type=int, help="skip cases with more flows")
-    ap.add_argument("--source", choices=["auto", "fifo", "replay", "memif"], default="auto",
-                    help="traffic source of the main table (auto: replay for small files, else fifo)")
+    ap.add_argument("--source", default="auto",
+                    help="traffic source(s) of the main table, comma-separated, each run in every round: "
+                         "auto (replay for small files, else fifo), replay, fifo, memif (default auto)")
     ap.add_argument("--replay-max", type=int, default=REPLAY_MAX_PACKETS,
                     help="largest file replayed with infinite_rx under --source auto (each packet holds one "
                          "mbuf of maglb's pool for the whole run); default %(default)s for the 8191-mbuf pool")
@@ -986,12 +1005,15 @@ def main():
         return
     args.window = args.window or (2.0 if args.quick else 5.0)
     args.warmup = args.warmup or (1.0 if args.quick else 2.0)
+    args.source = args.source.split(",")
+    if not args.source or any(a not in ("auto", "replay", "fifo", "memif") for a in args.source):
+        sys.exit("fullpath.py: --source: want a comma-separated list of auto, replay, fifo, memif")
     if not 1 <= args.burst <= 512:
         sys.exit("fullpath.py: --burst must be 1..512")
     if os.geteuid() != 0:
         sys.exit("fullpath.py: DPDK needs root (run with sudo)")
     need = [os.path.join(args.build, "maglb"), os.path.join(args.build, "src", "ctl", "maglbctl"), args.testpmd]
-    if args.source == "memif" or args.latency or args.reload:
+    if "memif" in args.source or args.latency or args.reload:
         need.append(os.path.join(args.build, "bench", "pktgen"))
     for exe in need:
         if not os.access(exe, os.X_OK):

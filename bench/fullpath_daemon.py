@@ -6,12 +6,17 @@ arithmetic are tested against a fake telemetry socket
 - telemetry(path, cmd): one DPDK telemetry v2 request (SOCK_SEQPACKET: read
   the greeting, send the command, read the JSON reply).
 - /maglb/latency: per-worker histograms of a packet's time from receive to
-  transmit inside maglb; latency_histogram() checks and sums a reply,
-  histogram_diff() takes two cumulative reads apart, percentile_ns() reads
-  a percentile off the buckets.
+  transmit inside maglb; read_latency() reads every page (",FIRST" while
+  worker_offset + the workers returned < worker_total), latency_histogram()
+  checks and sums a reply, histogram_diff() takes two cumulative reads
+  apart, percentile_ns() reads a percentile off the buckets.
 - /maglb/reloads: the daemon's last 64 reload records; ReloadPoller collects
   them during a window, match_reloads() ties each to the config rename that
   caused it.
+Both take per_worker as a list of count lists or as a dict {"0": counts,
+...}, and "recent" as a list of records or as parallel arrays
+{"generation": [...], "outcome": [...], ...}: the shape asked for in issue
+13 and the one the daemon side was built with.
 - Reloader: rewrites the config N times a second (a temp file in the same
   directory renamed over it), cycling through valid configs.
 - accounting(): rx = tx + counted drops from two `maglbctl stats` reads.
@@ -89,16 +94,53 @@ def latency_histogram(reply):
         if bounds[i] <= bounds[i - 1]:
             raise ValueError("bucket_upper_ns: not increasing at %d (%d after %d)" % (i, bounds[i], bounds[i - 1]))
     workers = reply.get("per_worker")
-    if not isinstance(workers, list) or not workers:
-        raise ValueError("per_worker: want a non-empty list of count lists, got %r" % str(workers)[:120])
+    if isinstance(workers, dict):
+        try:
+            order = sorted(workers, key=int)
+        except ValueError:
+            raise ValueError("per_worker: keys must be worker numbers, got %r" % str(list(workers))[:120])
+        named = [(k, workers[k]) for k in order]
+    elif isinstance(workers, list):
+        named = list(enumerate(workers))
+    else:
+        named = []
+    if not named:
+        raise ValueError("per_worker: want count lists (a list, or a dict by worker), got %r" % str(workers)[:120])
     total = [0] * (len(bounds) + 1)
-    for w, counts in enumerate(workers):
-        _int_list(counts, "per_worker[%d]" % w)
+    for w, counts in named:
+        _int_list(counts, "per_worker[%s]" % w)
         if len(counts) != len(bounds) + 1:
-            raise ValueError("per_worker[%d]: %d counts for %d bounds (want bounds + 1, the last for overflow)"
+            raise ValueError("per_worker[%s]: %d counts for %d bounds (want bounds + 1, the last for overflow)"
                              % (w, len(counts), len(bounds)))
         total = [a + b for a, b in zip(total, counts)]
     return bounds, total
+
+
+def read_latency(read, max_pages=64):
+    """/maglb/latency with every worker: read(cmd) answers one command; pages
+    follow while worker_offset + the workers returned < worker_total. One
+    reply with per_worker merged (a dict by worker)."""
+    first = read("/maglb/latency")
+    if not isinstance(first, dict) or "worker_total" not in first:
+        return first
+    merged = dict(first)
+    workers = first.get("per_worker")
+    merged["per_worker"] = dict(workers) if isinstance(workers, dict) else \
+        {str(i): c for i, c in enumerate(workers or [])}
+    total = first["worker_total"]
+    if not isinstance(total, int) or isinstance(total, bool) or total < 0:
+        raise ValueError("worker_total: want an integer >= 0, got %r" % (total,))
+    for _ in range(max_pages):
+        if len(merged["per_worker"]) >= total:
+            return merged
+        have = len(merged["per_worker"])
+        page = read("/maglb/latency,%d" % have)
+        got = page.get("per_worker") if isinstance(page, dict) else None
+        new = {k: v for k, v in got.items() if k not in merged["per_worker"]} if isinstance(got, dict) else {}
+        if not new or page.get("bucket_upper_ns") != first.get("bucket_upper_ns"):
+            raise ValueError("/maglb/latency,%d: no further workers (%d of %d)" % (have, have, total))
+        merged["per_worker"].update(new)
+    raise ValueError("/maglb/latency: %d workers not read in %d pages" % (total, max_pages))
 
 
 def histogram_diff(before, after):
@@ -138,6 +180,16 @@ def reload_records(reply):
     if not isinstance(reply, dict):
         raise ValueError("/maglb/reloads: want a dict, got %r" % str(reply)[:120])
     recent = reply.get("recent")
+    if isinstance(recent, dict):
+        # Parallel arrays, one per field.
+        fields = _RECORD_FIELDS + ("outcome",)
+        arrays = [recent.get(f) for f in fields]
+        if not all(isinstance(a, list) for a in arrays):
+            raise ValueError("recent: want an array for each of %s" % ", ".join(fields))
+        if len({len(a) for a in arrays}) != 1:
+            raise ValueError("recent: arrays of different lengths (%s)" % ", ".join(
+                "%s %d" % (f, len(a)) for f, a in zip(fields, arrays)))
+        recent = [dict(zip(fields, values)) for values in zip(*arrays)]
     if not isinstance(recent, list):
         raise ValueError("recent: want a list, got %r" % str(recent)[:120])
     out = []

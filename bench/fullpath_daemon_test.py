@@ -57,6 +57,40 @@ class Histogram(unittest.TestCase):
         self.assertEqual(bounds, BOUNDS)
         self.assertEqual(counts, [11, 22, 33, 44, 55])
 
+    def test_takes_workers_as_a_dict_in_worker_order(self):
+        value = {"bucket_upper_ns": BOUNDS, "per_worker": {"10": [0, 0, 0, 0, 1], "2": [1, 2, 3, 4, 5]}}
+        self.assertEqual(d.latency_histogram(value), (BOUNDS, [1, 2, 3, 4, 6]))
+        with self.assertRaisesRegex(ValueError, "worker numbers"):
+            d.latency_histogram({"bucket_upper_ns": BOUNDS, "per_worker": {"w0": [0] * 5}})
+        with self.assertRaisesRegex(ValueError, r"per_worker\[2\]: 4 counts"):
+            d.latency_histogram({"bucket_upper_ns": BOUNDS, "per_worker": {"2": [0] * 4}})
+        with self.assertRaisesRegex(ValueError, "per_worker"):
+            d.latency_histogram({"bucket_upper_ns": BOUNDS, "per_worker": {}})
+
+    def test_reads_every_page(self):
+        # 5 workers, two a page, as the daemon pages a reply over 16 KB.
+        workers = {str(w): [w, 0, 0, 0, 1] for w in range(5)}
+
+        def reply(cmd):
+            first = int(cmd.split(",")[1]) if "," in cmd else 0
+            page = {k: v for k, v in workers.items() if first <= int(k) < first + 2}
+            return json.dumps({"bucket_upper_ns": BOUNDS, "worker_total": 5, "worker_offset": first,
+                               "per_worker": page, "tsc_hz": 1})
+
+        with fake_telemetry.serve(reply) as path:
+            merged = d.read_latency(lambda cmd: d.telemetry(path, cmd))
+        self.assertEqual(sorted(merged["per_worker"]), ["0", "1", "2", "3", "4"])
+        self.assertEqual(d.latency_histogram(merged), (BOUNDS, [10, 0, 0, 0, 5]))
+
+    def test_a_page_that_brings_nothing_is_an_error(self):
+        def reply(cmd):
+            return json.dumps({"bucket_upper_ns": BOUNDS, "worker_total": 3, "worker_offset": 0,
+                               "per_worker": {"0": [0] * 5}})
+
+        with fake_telemetry.serve(reply) as path:
+            with self.assertRaisesRegex(ValueError, "no further workers"):
+                d.read_latency(lambda cmd: d.telemetry(path, cmd))
+
     def test_refuses_bad_fields(self):
         bad = [
             ("not a dict", "want a dict"),
@@ -124,6 +158,19 @@ class ReloadRecords(unittest.TestCase):
             d.reload_records({"recent": None})
         with self.assertRaisesRegex(ValueError, r"recent\[0\]"):
             d.reload_records({"recent": [5]})
+
+    def test_takes_parallel_arrays(self):
+        a, b = record(2, 1000), record(3, 2000, outcome="refused", published=0, workers=0)
+        arrays = {f: [a[f], b[f]] for f in a}
+        self.assertEqual(d.reload_records({"recent": arrays}), [a, b])
+        self.assertEqual(d.reload_records({"recent": {f: [] for f in a}}), [])
+        short = dict(arrays, workers_ns=[1])
+        with self.assertRaisesRegex(ValueError, "different lengths"):
+            d.reload_records({"recent": short})
+        with self.assertRaisesRegex(ValueError, "an array for each"):
+            d.reload_records({"recent": {k: v for k, v in arrays.items() if k != "outcome"}})
+        with self.assertRaisesRegex(ValueError, r"recent\[1\].outcome"):
+            d.reload_records({"recent": dict(arrays, outcome=["applied", "lost"])})
 
     def test_matches_records_to_the_newest_rename_before_them(self):
         renames = [1000, 2000, 2100, 2200, 5000, 9000]

@@ -240,7 +240,8 @@ struct Counters {
 };
 
 void PrintLine(const Counters& c, double t, double pps, bool final, const Options& o,
-               const rte_eth_stats* port_stats, const char* stop_reason, uint16_t unsent) {
+               const rte_eth_stats* port_stats, const char* stop_reason, uint16_t unsent,
+               unsigned frames_in_pool) {
   std::printf(
       "{\"t\": %.3f, \"tx\": %lu, \"pps\": %.0f, \"tx_calls\": %lu, \"short_calls\": %lu, "
       "\"full_calls\": %lu, \"behind\": %lu, \"passes\": %lu, \"rx\": %lu, \"target_pps\": %.0f",
@@ -248,6 +249,10 @@ void PrintLine(const Counters& c, double t, double pps, bool final, const Option
   if (final) {
     // unsent: scheduled but not taken by the port when it stopped (never sent).
     std::printf(", \"final\": true, \"stop\": \"%s\", \"unsent\": %u", stop_reason, unsent);
+    // Every frame is held from load to exit: one back in the pool means a
+    // reference was dropped that was never granted (a bug, or a PMD that
+    // frees more than it was given).
+    std::printf(", \"frames_back_in_pool\": %u", frames_in_pool);
     if (port_stats != nullptr) {
       std::printf(", \"port_opackets\": %lu, \"port_oerrors\": %lu", port_stats->opackets,
                   port_stats->oerrors);
@@ -325,7 +330,7 @@ int Run(const Options& o) {
     if (now >= next_report) {
       const double dt = static_cast<double>(now - last_report) / hz;
       PrintLine(c, static_cast<double>(now - start) / hz, (c.tx - last_tx) / dt, false, o, nullptr,
-                "", 0);
+                "", 0, 0);
       last_report = now, last_tx = c.tx, next_report = now + hz;
       if (!LinkUp(o.port)) {
         stop_reason = "link down";
@@ -391,7 +396,7 @@ int Run(const Options& o) {
   const bool have_stats = rte_eth_stats_get(o.port, &port_stats) == 0;
   const double secs = static_cast<double>(stop - start) / hz;
   PrintLine(c, secs, c.tx / secs, true, o, have_stats ? &port_stats : nullptr, stop_reason,
-            pending_count);
+            pending_count, rte_mempool_avail_count(frames.pool.get()));
   if (status == 3) std::fprintf(stderr, "pktgen: port %u: link down (the client left)\n", o.port);
   if (o.hold && status == 0) {
     // A net_memif client polling its ring while the server closes it can
