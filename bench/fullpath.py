@@ -473,6 +473,7 @@ class Generator:
         cmd = ["taskset", "-c", "0", self.bench.pktgen, "--no-huge", "--no-pci", "-m", str(mem_mb), "-l", "0",
                "--file-prefix", self.prefix, "--vdev=net_memif0,role=server,%s" % self.memif_args(), "--",
                "--pcap", self.pcap, "--pps", "%d" % self.pps, "--burst", str(self.bench.args.burst),
+               "--catch-up-ms", "%g" % self.bench.args.catch_up_ms,
                "--linger-ms", "300", "--hold"]
         with open(self.log_path, "w") as out:
             self.proc = self.bench.procs.start(cmd, stdout=out, stderr=subprocess.STDOUT)
@@ -715,8 +716,9 @@ def render_latency(paced):
                 e["mix"], fmt_flows(e["flows"]), load, target, r["mpps"], behind, " | ".join(cells)))
     lines.append("")
     lines.append("Each percentile is the upper bound of the histogram bucket holding that rank; the window's "
-                 "histogram is the difference of two cumulative reads. pktgen behind: times it fell over 1 ms "
-                 "behind its schedule and restarted it (the rate reached is then below the target).")
+                 "histogram is the difference of two cumulative reads. pktgen behind: times it fell more than "
+                 "--catch-up-ms behind its schedule and restarted it (the rate reached is then below the "
+                 "target).")
     for i, n in enumerate(notes):
         lines.append("[%d] %s" % (i + 1, n))
     return "\n".join(lines)
@@ -980,6 +982,9 @@ def main():
     ap.add_argument("--memif-zc", action="store_true",
                     help="memif clients (testpmd, maglb) zero-copy: pktgen copies into their mbufs")
     ap.add_argument("--burst", type=int, default=32, help="pktgen packets per transmit call (default 32)")
+    ap.add_argument("--catch-up-ms", type=float, default=10.0,
+                    help="paced pktgen: how far behind its schedule it still catches up (default 10; "
+                         "further behind it restarts the schedule, counted as 'behind')")
     ap.add_argument("--latency", action="store_true",
                     help="memif: latency histogram at the maximum rate, 50%% and 90%% of it")
     ap.add_argument("--reload", action="store_true",
