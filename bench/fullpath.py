@@ -44,7 +44,13 @@ The traffic source, per case (`--source auto`, the default, picks replay or fifo
           makes the clients zero-copy: the generator copies into their mbufs),
           so its ceiling is what the two CPUs move between them, and on a
           loaded 2-CPU machine both programs must be running at once for
-          anything to move (measured: see bench/RESULTS.md).
+          anything to move. Measured here (2 vCPUs, load average 5-10):
+          into testpmd io 1-3.4 Mpps (replay: 8-13), into maglb 0.4-2.2
+          (replay: 2.0) with single runs up to 5.7; a bare C ring between
+          the two CPUs (producer spinning on a full ring, consumer copying
+          60-byte slots) moved 3-16 Mpps: the VM's cross-CPU traffic and
+          the scheduler set the ceiling, not memif or pktgen. Zero-copy
+          (--memif-zc) and 64-byte slots (the default) help within the noise.
   The ratio to testpmd macswap is always against the same source and file.
   Once maglb's pool can be sized to the ports (issue 13 point 4),
   `--replay-max` lets replay take the large files too (1M packets: ~1M mbufs,
@@ -192,10 +198,24 @@ def config_text(capacity, fourth_weight=None):
     return "\n".join(lines) + "\n"
 
 
-def reload_texts(capacity):
-    """The configs a reload run cycles through, from the 3-backend one it
-    starts with: add a 4th backend, reweight it, remove it."""
-    return [config_text(capacity, 1), config_text(capacity, 3), config_text(capacity)]
+def reload_texts(capacity, n=1200):
+    """The configs a reload run writes in turn (cycled after n), from the
+    3-backend one it starts with: add a 4th backend, reweight it 1 to 3
+    times, remove it; the weights never repeat within ~100 rounds and the
+    rounds differ in length, so that reloads that read the file at a fixed
+    phase of the writes do not keep finding the config they run. With a
+    fixed cycle of 3 configs, 40 of 59 published reloads in one run here
+    were 'unchanged'; with this sequence 3 to 16 of 22 to 42 still are (the
+    daemon's fingerprints chain, so they were: coalesced renames often end
+    on the running config)."""
+    out, r = [], 0
+    while len(out) < n:
+        out.append(config_text(capacity, 1 + r % 97))
+        for k in range(1 + r % 3):
+            out.append(config_text(capacity, 100 + (3 * r + k) % 97))
+        out.append(config_text(capacity))
+        r += 1
+    return out[:n]
 
 
 def lcore_args(workers):
@@ -405,8 +425,14 @@ class Bench:
             lat2 = self.latency(prefix) if latency else None
             if reloader:
                 reloader.stop()
-                # The last renames take effect, the poller sees their records.
-                time.sleep(0.5)
+                # The last renames take effect and the poller sees their
+                # record (a reload in progress serves them when it ends):
+                # until no new record for 0.5 s, at most 3 s.
+                deadline, seen, quiet_since = time.time() + 3, -1, time.time()
+                while time.time() < deadline and time.time() - quiet_since < 0.5:
+                    if len(poller.records) != seen:
+                        seen, quiet_since = len(poller.records), time.time()
+                    time.sleep(0.1)
                 poller.stop()
             if latency:
                 extra["latency"] = latency_result(lat1, lat2)
@@ -742,7 +768,8 @@ def render_reload(paced, args):
     lines = ["Reload under load: 90%% of the maximum rate, memif source, config rewritten %g times a second "
              "in the window (4th backend added, reweighted, removed in turn):" % args.reload_hz, "",
              "| mix | flows | round | Mpps without reloads | Mpps with reloads | ratio | renames (late ticks) "
-             "| reloads ok / refused | records: applied / coalesced / pending | rename → workers p50 / p99 / max ms "
+             "| reloads ok / refused | records: applied / unchanged / refused; renames coalesced / pending "
+             "| rename → workers p50 / p99 / max ms "
              "| rx = tx + counted drops (without; with) | pktgen sent − maglb rx (without; with) |",
              "| " + " | ".join(["---"] * 12) + " |"]
     notes = []
@@ -755,11 +782,13 @@ def render_reload(paced, args):
             ftw = rl.get("file_to_workers_ns")
             if ftw and ftw["n"]:
                 timing = " / ".join("%.2f" % (ftw[k] / 1e6) for k in ("p50", "p99", "max"))
-                records = "%d / %d / %d" % (rl["applied"], rl["coalesced"], rl["pending"])
+                records = "%d / %d / %d; %d / %d" % (rl["applied"], rl["unchanged"], rl["refused"], rl["coalesced"],
+                                                   rl["pending"])
             else:
                 why = "; ".join(dict.fromkeys(rl.get("poll_errors") or [])) or "no applied record seen"
                 timing = "n/a [%d]" % _note(notes, why)
-                records = "-" if not ftw else "%d / %d / %d" % (rl["applied"], rl["coalesced"], rl["pending"])
+                records = "-" if not ftw else "%d / %d / %d; %d / %d" % (
+                    rl["applied"], rl["unchanged"], rl["refused"], rl["coalesced"], rl["pending"])
             ba, sa = _books(a)
             bb, sb = _books(b)
             lines.append("| %s | %s | %d | %.2f | %.2f | %.2f | %d (%d) | %d / %d | %s | %s | %s; %s | %s; %s |" % (
@@ -770,8 +799,11 @@ def render_reload(paced, args):
     lines.append("Books read after pktgen stopped (it lingers 300 ms so that maglb drains the ring), over "
                  "maglb's whole run. records: the daemon's reload records (/maglb/reloads, polled at 10 Hz) "
                  "matched to the newest rename before each; coalesced: renames superseded before the daemon "
-                 "read the file. rename → workers: from just before the rename to the workers using the new "
-                 "tables.")
+                 "read the file (a record's event is its first unserved change, so its time runs from the "
+                 "oldest rename it serves). rename → workers: from just before the rename to the workers using "
+                 "the new tables. maglb's control thread, which parses and builds each reload, runs on the main "
+                 "lcore's CPU 0 beside pktgen: with few CPUs the rate with reloads includes the generator losing "
+                 "CPU to the builds.")
     for i, n in enumerate(notes):
         lines.append("[%d] %s" % (i + 1, n))
     return "\n".join(lines)
