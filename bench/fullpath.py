@@ -3,9 +3,10 @@
 
     sudo python3 bench/fullpath.py --quick            # a smoke run (~2 s windows, fewer packets)
     sudo python3 bench/fullpath.py --rounds 3 --out /tmp/fp --pcap-dir /tmp/fp-pcaps
+    sudo python3 bench/fullpath.py --source memif --latency --reload   # paced: latency, reload under load
     sudo python3 bench/fullpath.py --render /tmp/fp/fullpath.json   # table and plot again
   Needs a release build: meson setup build-rel -Dbuildtype=release &&
-  ninja -C build-rel maglb src/ctl/maglbctl (--build DIR for another).
+  ninja -C build-rel maglb src/ctl/maglbctl bench/pktgen (--build DIR for another).
 
 A benchmark, never a test: nothing here is pass/fail, and it is not in `meson test`.
 
@@ -13,15 +14,15 @@ What runs, per traffic case (mix x flow count), interleaved in the same run:
   dpdk-testpmd --forward-mode=io, dpdk-testpmd --forward-mode=macswap, maglb,
   (repeated --rounds times; the table takes the median of each), all three on
   the identical vdevs:
-    --vdev=net_pcap0,<source> --vdev=net_null0,no-rx=1
-  port 0 (net_pcap) is where traffic comes in, port 1 (net_null) where it leaves:
-  maglb runs two-arm (`--backend-port 1`), GRE toward 3 backends behind a static
-  [[neighbor]] gateway (no ARP), conntrack capacity sized to the flow count.
-  net_null's `no-rx=1`: otherwise its RX invents packets at ~40 Mpps, which
-  testpmd io forwards back (halving its core for the direction we measure) and
-  maglb drops at the MAC check.
+    --vdev=<source port> --vdev=net_null0,no-rx=1
+  port 0 (the source) is where traffic comes in, port 1 (net_null) where it
+  leaves: maglb runs two-arm (`--backend-port 1`), GRE toward 3 backends behind
+  a static [[neighbor]] gateway (no ARP), conntrack capacity sized to the flow
+  count. net_null's `no-rx=1`: otherwise its RX invents packets at ~40 Mpps,
+  which testpmd io forwards back (halving its core for the direction we
+  measure) and maglb drops at the MAC check.
 
-The traffic source, per case (`--source auto`, the default):
+The traffic source, per case (`--source auto`, the default, picks replay or fifo):
   replay  net_pcap `rx_pcap=FILE,infinite_rx=1`: the PMD reads the file into
           mbufs of the port's pool once and copies from them forever; the
           fastest source, but every packet of the file holds one mbuf of the
@@ -35,10 +36,25 @@ The traffic source, per case (`--source auto`, the default):
           into a named pipe in a loop and the PMD reads them with libpcap, one
           mbuf per packet, freed on transmit: any number of flows, at the cost of
           a pipe read in the polling thread (a lower ceiling, the same for testpmd).
+  memif   net_memif: bench/pktgen (a net_memif server, pinned to CPU 0 with
+          the main lcores) holds the whole file in a pool of its own and
+          sends it round-robin, paced by TSC (--pps) or flat out, with
+          back-pressure (what the ring does not take is offered again);
+          testpmd and maglb are memif clients (`role=client`, maglb's MAC set
+          to the pcaps' destination). Any file size, and the only source that
+          can be paced (--latency, --reload). Every packet crosses from CPU 0
+          to CPU 1 through the shared ring (a copy on each side; --memif-zc
+          makes the clients zero-copy: the generator copies into their mbufs),
+          so its ceiling is what the two CPUs move between them, and on a
+          loaded 2-CPU machine both programs must be running at once for
+          anything to move. Measured here (2 vCPUs, load average 5-10):
+          into testpmd io 1-3.4 Mpps (replay: 8-13), into maglb 0.4-2.2
+          (replay: 2.0) with single runs up to 5.7; a bare C ring between
+          the two CPUs (producer spinning on a full ring, consumer copying
+          60-byte slots) moved 3-16 Mpps: the VM's cross-CPU traffic and
+          the scheduler set the ceiling, not memif or pktgen. Zero-copy
+          (--memif-zc) and 64-byte slots (the default) help within the noise.
   The ratio to testpmd macswap is always against the same source and file.
-  Not used: net_memif fed by a generator (testpmd io from a net_pcap replay
-  with a pool of its own): measured here at 0.5-0.8 Mpps into maglb (the
-  generator's memif TX dropped ~90%), below the FIFO.
 
 Memory (--hugepages auto|N|0): as root, 2 MB hugepages for the largest replayed
 file's pools are reserved before the first run (a hugetlbfs mounted in a temp
@@ -55,22 +71,41 @@ per port, not per worker, so "per worker" is that over the workers polling,
 with each worker's share of busy polls from worker_polls/worker_busy_polls
 _per_worker); testpmd's from its `--stats-period 1` Rx-pps of port 0 after the
 warm-up, averaged over the window. "forwarded" (maglb tx/rx) shows that the
-packets went through the whole path (GRE out), not a drop.
+packets went through the whole path (GRE out), not a drop. With memif the
+warm-up lasts at least one pass over the file (conntrack filled).
+
+--latency (memif): per case (default uniform 1K and 1M flows), maglb's
+maximum rate with pktgen flat out, then runs at 50% and 90% of it; each reads
+maglb's per-packet latency histogram (telemetry /maglb/latency: time from
+receive to transmit inside maglb, TSC) at both ends of the window and
+reports p50/p99/p99.9 of the difference (each the upper bound of the bucket
+holding that rank) and the rate reached.
+
+--reload (memif): per case, runs at 90% of the maximum rate, interleaved
+without and with reloads: during the window the config is rewritten 100
+times a second (a temp file renamed over it; a 4th backend added, reweighted,
+removed in turn). Compares the rates; after pktgen stopped (its linger lets
+maglb drain the ring), checks rx = tx + counted drops (`maglbctl stats`) and
+pktgen's sent total against maglb's rx; polls /maglb/reloads at 10 Hz and
+reports the time from each rename to the workers using the new tables.
 
 Workers (`--workers N`): maglb gets N worker lcores and testpmd N forwarding
-cores. net_pcap offers no RSS, so maglb polls it with ONE queue whatever N is
-(src/dataplane/port.cc PlannedQueues: several queues only with RSS or
-net_af_packet's kernel fanout, so that a flow stays on the worker holding its
-conntrack entry); the other lcores idle, and the harness says so (from maglb's
-`started:` line). net_pcap can have several RX queues (rx_pcap given once per
-queue) but then disables infinite_rx, and spreads nothing by flow. A scaling
-curve needs a port with RSS (a NIC, or net_af_packet); the per-worker table is
-printed either way.
+cores. Neither net_pcap nor net_memif spreads flows (no RSS), so maglb polls
+the port with ONE queue whatever N is (src/dataplane/port.cc PlannedQueues:
+several queues only with RSS or net_af_packet's kernel fanout, so that a flow
+stays on the worker holding its conntrack entry); the other lcores idle, and
+the harness says so (from maglb's `started:` line). A scaling curve needs a
+port with RSS (a NIC, or net_af_packet); the per-worker table is printed
+either way.
 
-Output: a markdown table on stdout and in OUT/fullpath.md, the raw figures in
-OUT/fullpath.json and OUT/fullpath.dat, and OUT/fullpath.png (gnuplot: Mpps
-against flow count, log x). Temp files (pcaps, FIFOs, configs, logs) go in a
-temp dir removed at the end (`--keep` keeps it; `--pcap-dir` caches pcaps).
+CPUs: the main lcores (both programs) and the streamer or generator on CPU 0,
+workers on CPU 1..N; the output says where each ran.
+
+Output: a markdown table on stdout and in OUT/fullpath.md (with the latency
+and reload tables when asked), the raw figures in OUT/fullpath.json and
+OUT/fullpath.dat, and OUT/fullpath.png (gnuplot: Mpps against flow count, log
+x). Temp files (pcaps, FIFOs, configs, logs) go in a temp dir removed at the
+end (`--keep` keeps it; `--pcap-dir` caches pcaps).
 """
 
 import argparse
@@ -87,12 +122,19 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fullpath_daemon as daemon  # noqa: E402
 import fullpath_traffic as traffic  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # maglb's pool is sized to the file ([lb] mbufs): 1M packets fit ~5 GB of hugepages.
 REPLAY_MAX_PACKETS = 1 << 20
 MEM_MB = 512
+# The pcaps' destination MAC (net_pcap's first port); a memif client gets it
+# with `mac=` so that the same files serve every source.
+PCAP_DST_MAC = "02:70:63:61:70:00"
+# The 4th backend the reload runs add, reweight and remove; its neighbour
+# entry stays in every config.
+FOURTH_BACKEND = "10.200.0.4"
 
 # The streamer: writes the pcap header once, then the records forever, into
 # the FIFO (a 1 MiB pipe buffer: fewer wake-ups). Ends on EPIPE when the
@@ -253,8 +295,8 @@ def plan_memory(args, case_list):
     when they need more than MEM_MB of buffers (auto); returns the
     Hugepages (huge_dir None: --no-huge)."""
     hp = Hugepages()
-    replayed = [c.packets for c in case_list if args.source == "replay" or
-                (args.source == "auto" and c.packets <= args.replay_max)]
+    replayed = [c.packets for c in case_list if "replay" in args.source or
+                ("auto" in args.source and c.packets <= args.replay_max)]
     need = max([pool_bytes(replay_mbufs(p), 2, True) for p in replayed] or [0]) + HUGE_OVERHEAD_BYTES
     if args.hugepages == "auto":
         if need - HUGE_OVERHEAD_BYTES <= MEM_MB << 20:
@@ -329,18 +371,42 @@ class Procs:
             self.stop(p, signal.SIGKILL, timeout=5)
 
 
-def config_text(capacity):
+def config_text(capacity, fourth_weight=None):
+    """The bench config: 3 backends; with fourth_weight, a 4th of that weight."""
     lines = ['[lb]', 'hash_seed = 0', 'ipv4 = "192.0.2.10"', 'gateway_v4 = "192.0.2.1"', '',
              '[conntrack]', 'capacity = %d' % capacity, '',
              '[[neighbor]]', 'address = "192.0.2.1"', 'mac = "02:00:00:00:00:01"', '']
     backends = ["10.200.0.%d" % i for i in (1, 2, 3)]
-    for i, b in enumerate(backends):
+    for i, b in enumerate(backends + [FOURTH_BACKEND]):
         lines += ['[[neighbor]]', 'address = "%s"' % b, 'mac = "02:00:00:00:01:%02x"' % (i + 1), '']
     lines += ['[[vip]]', 'name = "bench"', 'address = "198.51.100.80"', 'protocol = "tcp"', 'port = 80',
               'forwarding = "gre"']
     for i, b in enumerate(backends):
         lines += ['  [[vip.backend]]', '  name = "be%d"' % (i + 1), '  address = "%s"' % b]
+    if fourth_weight is not None:
+        lines += ['  [[vip.backend]]', '  name = "be4"', '  address = "%s"' % FOURTH_BACKEND,
+                  '  weight = %d' % fourth_weight]
     return "\n".join(lines) + "\n"
+
+
+def reload_texts(capacity, n=1200):
+    """The configs a reload run writes in turn (cycled after n), from the
+    3-backend one it starts with: add a 4th backend, reweight it 1 to 3
+    times, remove it; the weights never repeat within ~100 rounds and the
+    rounds differ in length, so that reloads that read the file at a fixed
+    phase of the writes do not keep finding the config they run. With a
+    fixed cycle of 3 configs, 40 of 59 published reloads in one run here
+    were 'unchanged'; with this sequence 3 to 16 of 22 to 42 still are (the
+    daemon's fingerprints chain, so they were: coalesced renames often end
+    on the running config)."""
+    out, r = [], 0
+    while len(out) < n:
+        out.append(config_text(capacity, 1 + r % 97))
+        for k in range(1 + r % 3):
+            out.append(config_text(capacity, 100 + (3 * r + k) % 97))
+        out.append(config_text(capacity))
+        r += 1
+    return out[:n]
 
 
 def lcore_args(workers):
@@ -383,6 +449,7 @@ class Bench:
         self.procs = Procs()
         self.maglb = os.path.join(args.build, "maglb")
         self.ctl = os.path.join(args.build, "src", "ctl", "maglbctl")
+        self.pktgen = os.path.join(args.build, "bench", "pktgen")
         self.seq = 0
         self.hugepages = None  # plan_memory's, set by main
 
@@ -407,58 +474,80 @@ class Bench:
             (case.name, info["packets"], info["distinct"], time.time() - t0))
         return path, info
 
-    def source(self, case, info):
+    def source(self, case, info, asked):
+        """The source `asked` for (auto: replay for small files, else fifo)."""
+        if asked == "memif":
+            return "memif"
         limit = self.args.replay_max
-        if self.args.source == "replay" or (self.args.source == "auto" and info["packets"] <= limit):
+        if asked == "replay" or (asked == "auto" and info["packets"] <= limit):
             if info["packets"] > limit:
                 log("warning: %s: %d packets in replay mode exceed maglb's pool" % (case.name, info["packets"]))
             return "replay"
         return "fifo"
 
-    def vdevs(self, pcap, source):
-        """The EAL vdev arguments, and the streamer to start first (fifo)."""
+    def feed(self, pcap, info, source, pps=0):
+        """Starts what feeds port 0 and returns (vdev and EAL arguments for the
+        consumer, the feeding process or None, the Generator or None)."""
         if source == "replay":
-            rx = "rx_pcap=%s,infinite_rx=1" % pcap
-            streamer = None
-        else:
+            return ["--vdev=net_pcap0,rx_pcap=%s,infinite_rx=1" % pcap], None, None
+        if source == "fifo":
             fifo = os.path.join(self.tmp, "rx%d.fifo" % self.seq)
             if os.path.exists(fifo):
                 os.unlink(fifo)
             os.mkfifo(fifo)
-            rx = "rx_pcap=%s" % fifo
             # On the main lcore's CPU (0), which both programs leave idle, not
             # on a worker's.
             streamer = ["taskset", "-c", "0", sys.executable, "-c", STREAMER, pcap, fifo]
-        return ["--vdev=net_pcap0,%s" % rx, "--vdev=net_null0,no-rx=1"], streamer
+            sp = self.procs.start(streamer, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            return ["--vdev=net_pcap0,rx_pcap=%s" % fifo], sp, None
+        gen = Generator(self, pcap, info, pps)
+        try:
+            gen.start()
+        except (RuntimeError, OSError):
+            gen.close()
+            raise
+        return gen.client_args(), None, gen
 
     def cleanup_prefix(self, prefix):
         shutil.rmtree("/var/run/dpdk/%s" % prefix, ignore_errors=True)
 
-    def run_testpmd(self, pcap, source, mode):
+    def run_testpmd(self, pcap, info, source, mode):
         prefix = self.prefix()
-        vdevs, streamer = self.vdevs(pcap, source)
-        sp = self.procs.start(streamer, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if streamer else None
+        feed_args, sp, gen = self.feed(pcap, info, source)
         out_path = os.path.join(self.tmp, "%s.log" % prefix)
         mbufs = replay_mbufs(pcap_packets(pcap)) if source == "replay" else FIFO_TESTPMD_MBUFS
         cmd = ["stdbuf", "-oL", self.args.testpmd] + eal_memory(self.hugepages, mbufs, 1) + ["--no-pci", "--file-prefix",
-               prefix] + lcore_args(self.args.workers) + vdevs + [
+               prefix] + lcore_args(self.args.workers) + feed_args + ["--vdev=net_null0,no-rx=1"] + [
                "--", "--forward-mode=%s" % mode, "--stats-period", "1", "--nb-cores=%d" % self.args.workers,
                "--total-num-mbufs=%d" % mbufs, "--no-lsc-interrupt"]
         skip = int(self.args.warmup) + 1  # the first sample covers start-up
         want = skip + int(round(self.args.window))
         samples = []
-        with open(out_path, "w") as out:
-            p = self.procs.start(cmd, stdout=out, stderr=subprocess.STDOUT)
-            deadline = time.time() + 60 + want
-            while time.time() < deadline and p.poll() is None:
-                time.sleep(0.25)
-                samples = port0_rx_pps(open(out_path).read())
-                if len(samples) >= want:
-                    break
-            self.procs.stop(p)
-        if sp:
-            self.procs.stop(sp, signal.SIGKILL)
-        self.cleanup_prefix(prefix)
+        p = None
+        try:
+            with open(out_path, "w") as out:
+                p = self.procs.start(cmd, stdout=out, stderr=subprocess.STDOUT)
+                deadline = time.time() + 60 + want
+                while time.time() < deadline and p.poll() is None:
+                    time.sleep(0.25)
+                    samples = port0_rx_pps(open(out_path).read())
+                    if len(samples) >= want:
+                        break
+                # The sending first, then the client, then the server: a
+                # memif end can crash when the other leaves mid-burst
+                # (bench/pktgen.cc, --hold).
+                if gen:
+                    gen.stop()
+                self.procs.stop(p)
+        finally:
+            if sp:
+                self.procs.stop(sp, signal.SIGKILL)
+            if gen:
+                gen.stop()
+                if p is not None:
+                    self.procs.stop(p)
+                gen.close()
+            self.cleanup_prefix(prefix)
         text = open(out_path).read()
         window = samples[skip:want]
         if not window:
@@ -472,19 +561,38 @@ class Bench:
             raise RuntimeError("maglbctl stats: %s%s" % (p.stdout, p.stderr))
         return json.loads(p.stdout)["stats"], time.monotonic()
 
-    def run_maglb(self, pcap, source, case):
+    def telemetry_path(self, prefix):
+        """maglb's telemetry socket (a test may point this elsewhere)."""
+        return "/var/run/dpdk/%s/dpdk_telemetry.v2" % prefix
+
+    def latency(self, prefix):
+        """maglb's cumulative latency histogram, or the reason there is none."""
+        try:
+            path = self.telemetry_path(prefix)
+            return daemon.latency_histogram(daemon.read_latency(lambda cmd: daemon.telemetry(path, cmd))), None
+        except (daemon.TelemetryError, ValueError) as e:
+            return None, str(e)
+
+    def run_maglb(self, pcap, info, source, case, pps=0, latency=False, reload=False):
+        """maglb's rate over the window; with latency, the histogram of the
+        window; with reload, the config rewritten 100 times a second in the
+        window. memif runs also stop pktgen after the window and check the
+        books with nothing in flight."""
         prefix = self.prefix()
-        vdevs, streamer = self.vdevs(pcap, source)
         cfg = os.path.join(self.tmp, "%s.toml" % prefix)
         mbufs = replay_mbufs(pcap_packets(pcap)) if source == "replay" else None
         with open(cfg, "w") as f:
             f.write(with_pool(config_text(case.capacity), mbufs))
-        sp = self.procs.start(streamer, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if streamer else None
+        feed_args, sp, gen = self.feed(pcap, info, source, pps)
         log_path = os.path.join(self.tmp, "%s.log" % prefix)
         # Two data ports, each with a pool of `mbufs` (or maglb's own, ~7K).
         cmd = [self.maglb] + eal_memory(self.hugepages, mbufs or POOL_EXTRA_MBUFS, 2) + \
             ["--no-pci", "--file-prefix", prefix] + \
-            lcore_args(self.args.workers) + vdevs + ["--", "--config", cfg, "--backend-port", "1"]
+            lcore_args(self.args.workers) + feed_args + ["--vdev=net_null0,no-rx=1"] + \
+            ["--", "--config", cfg, "--backend-port", "1"]
+        extra = {}
+        p = None
+        reloader = poller = None
         try:
             with open(log_path, "w") as out:
                 p = self.procs.start(cmd, stdout=out, stderr=subprocess.STDOUT)
@@ -497,16 +605,60 @@ class Bench:
             if started is None:
                 raise RuntimeError("maglb did not start (log %s):\n%s" % (log_path, open(log_path).read()[-3000:]))
             self.warm_up(prefix, case)
+            if gen:
+                # Conntrack filled: the whole file once through.
+                gen.wait_passes(1, timeout=120)
             s1, t1 = self.stats(prefix)
+            lat1 = self.latency(prefix) if latency else None
+            if reload:
+                poller = daemon.ReloadPoller(
+                    lambda: daemon.telemetry(self.telemetry_path(prefix), "/maglb/reloads"), period=0.1)
+                poller.start()
+                reloader = daemon.Reloader(cfg, reload_texts(case.capacity), hz=self.args.reload_hz)
+                reloader.start()
             time.sleep(self.args.window)
             s2, t2 = self.stats(prefix)
+            lat2 = self.latency(prefix) if latency else None
+            if reloader:
+                reloader.stop()
+                # The last renames take effect and the poller sees their
+                # record (a reload in progress serves them when it ends):
+                # until no new record for 0.5 s, at most 3 s.
+                deadline, seen, quiet_since = time.time() + 3, -1, time.time()
+                while time.time() < deadline and time.time() - quiet_since < 0.5:
+                    if len(poller.records) != seen:
+                        seen, quiet_since = len(poller.records), time.time()
+                    time.sleep(0.1)
+                poller.stop()
+            if latency:
+                extra["latency"] = latency_result(lat1, lat2)
+            if gen:
+                final = gen.stop()
+                time.sleep(0.3)  # nothing is in flight: pktgen lingered, maglb polls empty rings
+                s3, _ = self.stats(prefix)
+                extra["generator"] = gen.summary(final)
+                extra["accounting"] = daemon.accounting({}, s3)
+                extra["accounting"]["sent"] = final.get("tx", 0)
+                extra["accounting"]["sent_minus_rx"] = final.get("tx", 0) - extra["accounting"]["rx"]
+            if reload:
+                extra["reload"] = reload_result(reloader, poller, s1, s3 if gen else s2)
         finally:
-            self.procs.stop(p)
+            for t in (reloader, poller):
+                if t and t.is_alive():
+                    t.stop()
+            if gen:
+                gen.stop()
+            if p is not None:
+                self.procs.stop(p)
+            if gen:
+                gen.close()
             if sp:
                 self.procs.stop(sp, signal.SIGKILL)
             self.cleanup_prefix(prefix)
         r = rates(s1, s2, t2 - t1, started)
         r["buffers"] = _buffers_lines(open(log_path).read())  # the pools maglb made, and in which pages
+        r.update(extra)
+        r["target_pps"] = pps
         return r
 
 
@@ -531,6 +683,160 @@ def _warm_up(bench, prefix, case):
 
 
 Bench.warm_up = _warm_up
+
+
+class Generator:
+    """bench/pktgen as the net_memif server of one run, on CPU 0 (the main
+    lcores'), started before its client; its JSON lines in a log."""
+
+    def __init__(self, bench, pcap, info, pps):
+        self.bench, self.pcap, self.info, self.pps = bench, pcap, info, pps
+        self.prefix = bench.prefix()
+        self.sock = os.path.join(bench.tmp, "%s.memif" % self.prefix)
+        self.log_path = os.path.join(bench.tmp, "%s.pktgen.log" % self.prefix)
+        self.proc = None
+        self.final = None
+
+    def memif_args(self):
+        a = self.bench.args
+        # A socket file in the temp dir (DPDK 22.11's default is an abstract
+        # name, which nothing removes and the harness cannot wait for).
+        return "socket=%s,socket-abstract=no,rsize=%d,bsize=%d" % (self.sock, a.memif_rsize, a.memif_bsize)
+
+    def client_args(self):
+        """The consumer's EAL arguments for the client end of this ring."""
+        zc = self.bench.args.memif_zc
+        vdev = "--vdev=net_memif0,role=client,%s,mac=%s%s" % (self.memif_args(), PCAP_DST_MAC,
+                                                              ",zero-copy=yes" if zc else "")
+        # Zero-copy exposes the client's memory to the server: one file.
+        return (["--single-file-segments"] if zc else []) + [vdev]
+
+    def start(self):
+        if os.path.exists(self.sock):
+            os.unlink(self.sock)
+        # Its pool holds the file: ~320 bytes per 60-byte frame, plus EAL's own.
+        mem_mb = 128 + self.info["packets"] * 320 // (1 << 20)
+        cmd = ["taskset", "-c", "0", self.bench.pktgen, "--no-huge", "--no-pci", "-m", str(mem_mb), "-l", "0",
+               "--file-prefix", self.prefix, "--vdev=net_memif0,role=server,%s" % self.memif_args(), "--",
+               "--pcap", self.pcap, "--pps", "%d" % self.pps, "--burst", str(self.bench.args.burst),
+               "--catch-up-ms", "%g" % self.bench.args.catch_up_ms,
+               "--linger-ms", "300", "--hold"]
+        with open(self.log_path, "w") as out:
+            self.proc = self.bench.procs.start(cmd, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("pktgen exited (%d) before loading (log %s):\n%s" % (
+                    self.proc.returncode, self.log_path, open(self.log_path).read()[-2000:]))
+            if any("loaded" in r for r in self.lines()) and os.path.exists(self.sock):
+                return
+            time.sleep(0.1)
+        raise RuntimeError("pktgen did not load %s in 120 s (log %s)" % (self.pcap, self.log_path))
+
+    def lines(self):
+        out = []
+        try:
+            with open(self.log_path) as f:
+                for line in f:
+                    if line.startswith("{"):
+                        try:
+                            out.append(json.loads(line))
+                        except ValueError:
+                            pass  # a line cut by a concurrent write
+        except OSError:
+            pass
+        return out
+
+    def wait_passes(self, n, timeout):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            rows = [r for r in self.lines() if "passes" in r]
+            if rows and rows[-1]["passes"] >= n:
+                return
+            if self.proc.poll() is not None:
+                raise RuntimeError("pktgen exited (%d) (log %s):\n%s" % (
+                    self.proc.returncode, self.log_path, open(self.log_path).read()[-2000:]))
+            time.sleep(0.2)
+        log("warning: pktgen did not finish %d pass(es) over the file in %d s" % (n, timeout))
+
+    def stop(self):
+        """Stops the sending (SIGINT) and returns pktgen's final line, after its
+        linger; it keeps the port open (--hold) until close()."""
+        if self.proc is not None and self.final is None:
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGINT)
+            deadline = time.time() + 10
+            finals = []
+            while time.time() < deadline:
+                finals = [r for r in self.lines() if r.get("final")]
+                if finals or self.proc.poll() is not None:
+                    break
+                time.sleep(0.05)
+            finals = finals or [r for r in self.lines() if r.get("final")]
+            self.final = finals[-1] if finals else {}
+            if not finals:
+                log("warning: pktgen left no final line (exit %s, log %s)" % (self.proc.poll(), self.log_path))
+        return self.final or {}
+
+    def close(self):
+        """After the client has gone: pktgen sees the link down and exits."""
+        if self.proc is None:
+            return
+        self.stop()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        self.bench.procs.stop(self.proc, signal.SIGINT, timeout=5)  # a second signal ends --hold
+        if self.proc.returncode not in (0, 3, -signal.SIGINT):
+            log("warning: pktgen exited with %s (log %s)" % (self.proc.returncode, self.log_path))
+        self.proc = None
+        self.bench.cleanup_prefix(self.prefix)
+
+    def summary(self, final):
+        return {k: final.get(k) for k in ("tx", "pps", "tx_calls", "short_calls", "full_calls", "behind", "unsent",
+                                           "stop")}
+
+
+def latency_result(lat1, lat2):
+    """p50/p99/p99.9 (ns) of the window from two reads (each (hist, error))."""
+    (h1, e1), (h2, e2) = lat1, lat2
+    if h1 is None or h2 is None:
+        return {"error": e1 or e2}
+    try:
+        bounds, counts = daemon.histogram_diff(h1, h2)
+    except ValueError as e:
+        return {"error": str(e)}
+    return {"packets": sum(counts), "overflow": counts[-1], "last_bound_ns": bounds[-1],
+            "p50_ns": daemon.percentile_ns(bounds, counts, 0.5),
+            "p99_ns": daemon.percentile_ns(bounds, counts, 0.99),
+            "p999_ns": daemon.percentile_ns(bounds, counts, 0.999)}
+
+
+def reload_result(reloader, poller, s_before, s_after):
+    """What the reload window did: renames, the daemon's reload counters,
+    the records matched to renames and the rename -> workers times."""
+    out = {"renames": len(reloader.renames), "late_ticks": reloader.late, "writer_error": reloader.error,
+           "reloads_ok": int(s_after.get("reloads_ok", 0)) - int(s_before.get("reloads_ok", 0)),
+           "reloads_refused": int(s_after.get("reloads_refused", 0)) - int(s_before.get("reloads_refused", 0)),
+           "last_refusal": s_after.get("last_refusal", ""), "poll_errors": poller.errors, "polls": poller.polls,
+           "poll_max_gap_s": round(poller.max_gap_s, 3)}
+    if poller.polls == 0:
+        return out
+    m = daemon.match_reloads(reloader.renames, list(poller.records.values()))
+    lat = m.pop("latencies_ns")
+    out.update(m)
+    out["file_to_workers_ns"] = {"p50": daemon.nearest_rank(lat, 0.5), "p99": daemon.nearest_rank(lat, 0.99),
+                                 "max": lat[-1] if lat else None, "n": len(lat)}
+    first, last = poller.first, poller.last
+    try:
+        count = int(last["file_to_workers_count"]) - int(first["file_to_workers_count"])
+        total = int(last["file_to_workers_ns_sum"]) - int(first["file_to_workers_ns_sum"])
+        out["daemon_file_to_workers_ns"] = {"mean": total / count if count > 0 else None, "count": count,
+                                            "max_since_start": int(last["file_to_workers_ns_max"])}
+    except (KeyError, TypeError, ValueError) as e:
+        out["poll_errors"] = out["poll_errors"] + ["totals: %s" % e]
+    return out
 
 
 def port0_rx_pps(text):
@@ -587,7 +893,7 @@ def render(results, args):
         if busy:
             pw += " (busy %s)" % " / ".join("%d%%" % round(100 * b) for b in busy)
         ratios = sorted(r["ratios"])
-        ratio = "%.2f" % ratios[len(ratios) // 2]
+        ratio = "%.2f" % statistics.median(ratios)
         if len(ratios) > 1:
             ratio += " (%.2f-%.2f)" % (ratios[0], ratios[-1])
         lines.append("| %s | %s | %d (%d) | %s | %.2f | %.2f | %.2f | %s | %.1f%% | %s |" % (
@@ -601,7 +907,125 @@ def render(results, args):
                  "workers polling (telemetry counts packets per port), busy = share of a worker's polls that "
                  "got packets." % (args.workers, "/".join(map(str, polling)) or "?"))
     if polling and max(polling) < args.workers:
-        lines.append("net_pcap offers no RSS, so maglb polls it with one queue; the other lcores idle.")
+        lines.append("The source port (net_pcap, net_memif) offers no RSS, so maglb polls it with one queue; "
+                     "the other lcores idle.")
+    return "\n".join(lines)
+
+
+def render_all(results, paced, args):
+    parts = []
+    if results:
+        parts.append(render(results, args))
+    if any(e["latency"] for e in paced):
+        parts.append(render_latency(paced))
+    if any(e["reload"] for e in paced):
+        parts.append(render_reload(paced, args))
+    if paced and not parts:
+        parts.append("No paced run completed (see the log).")
+    return "\n\n".join(parts)
+
+
+def _us(ns):
+    if ns is None:
+        return "-"
+    if ns == float("inf"):
+        return "overflow"
+    return "%.1f" % (ns / 1000.0)
+
+
+def _note(notes, text):
+    """The footnote number of `text` (one note per distinct text; a socket
+    path names a run, not a reason)."""
+    text = re.sub(r"/var/run/dpdk/[^/ ]+/dpdk_telemetry\.v2", "maglb's telemetry socket", text)
+    if text not in notes:
+        notes.append(text)
+    return notes.index(text) + 1
+
+
+def render_latency(paced):
+    lines = ["Latency inside maglb (receive to transmit, /maglb/latency), memif source, pktgen paced:", "",
+             "| mix | flows | load | pktgen target Mpps | maglb Mpps | pktgen behind | p50 µs | p99 µs | p99.9 µs "
+             "| packets in histogram |", "| " + " | ".join(["---"] * 10) + " |"]
+    notes = []
+    for e in paced:
+        for r in e["latency"]:
+            lat = r.get("latency", {})
+            load = "max (flat out)" if r["load"] == "max" else "%d%%" % round(100 * r["load"])
+            target = "%.2f" % (r["target_pps"] / 1e6) if r["target_pps"] else "-"
+            behind = (r.get("generator") or {}).get("behind", "-")
+            if "error" in lat:
+                cells = ["n/a [%d]" % _note(notes, lat["error"])] + ["-"] * 3
+            else:
+                cells = [_us(lat.get("p50_ns")), _us(lat.get("p99_ns")), _us(lat.get("p999_ns")),
+                         "%d (%d over %s µs)" % (lat["packets"], lat["overflow"], _us(lat["last_bound_ns"]))]
+            lines.append("| %s | %s | %s | %s | %.2f | %s | %s |" % (
+                e["mix"], fmt_flows(e["flows"]), load, target, r["mpps"], behind, " | ".join(cells)))
+    lines.append("")
+    lines.append("Each percentile is the upper bound of the histogram bucket holding that rank; the window's "
+                 "histogram is the difference of two cumulative reads. pktgen behind: times it fell more than "
+                 "--catch-up-ms behind its schedule and restarted it (the rate reached is then below the "
+                 "target).")
+    for i, n in enumerate(notes):
+        lines.append("[%d] %s" % (i + 1, n))
+    return "\n".join(lines)
+
+
+def _books(r):
+    """rx = tx + counted drops, and pktgen's sent against maglb's rx, for a cell."""
+    a = r.get("accounting")
+    if not a:
+        return "-", "-"
+    ok = a["unaccounted"] == 0 and a["reasons_sum"] == a["dropped"]
+    why = ", ".join("%s %d" % kv for kv in sorted(a["drop_reasons"].items()))
+    books = ("yes" if ok else "NO: %d unaccounted" % a["unaccounted"]) + \
+        (" (%d dropped: %s)" % (a["dropped"], why) if a["dropped"] else " (0 dropped)")
+    if a["tx_full"]:
+        books += ", %d refused by the TX ring (tx_full)" % a["tx_full"]
+    return books, "%d" % a["sent_minus_rx"]
+
+
+def render_reload(paced, args):
+    lines = ["Reload under load: 90%% of the maximum rate, memif source, config rewritten %g times a second "
+             "in the window (4th backend added, reweighted, removed in turn):" % args.reload_hz, "",
+             "| mix | flows | round | Mpps without reloads | Mpps with reloads | ratio | renames (late ticks) "
+             "| reloads ok / refused | records: applied / unchanged / refused; renames coalesced / pending "
+             "| rename → workers p50 / p99 / max ms "
+             "| rx = tx + counted drops (without; with) | pktgen sent − maglb rx (without; with) |",
+             "| " + " | ".join(["---"] * 12) + " |"]
+    notes = []
+    for e in paced:
+        for pair in e["reload"]:
+            a, b = pair.get("without"), pair.get("with")
+            if not a or not b:
+                continue
+            rl = b.get("reload", {})
+            ftw = rl.get("file_to_workers_ns")
+            if ftw and ftw["n"]:
+                timing = " / ".join("%.2f" % (ftw[k] / 1e6) for k in ("p50", "p99", "max"))
+                records = "%d / %d / %d; %d / %d" % (rl["applied"], rl["unchanged"], rl["refused"], rl["coalesced"],
+                                                   rl["pending"])
+            else:
+                why = "; ".join(dict.fromkeys(rl.get("poll_errors") or [])) or "no applied record seen"
+                timing = "n/a [%d]" % _note(notes, why)
+                records = "-" if not ftw else "%d / %d / %d; %d / %d" % (
+                    rl["applied"], rl["unchanged"], rl["refused"], rl["coalesced"], rl["pending"])
+            ba, sa = _books(a)
+            bb, sb = _books(b)
+            lines.append("| %s | %s | %d | %.2f | %.2f | %.2f | %d (%d) | %d / %d | %s | %s | %s; %s | %s; %s |" % (
+                e["mix"], fmt_flows(e["flows"]), pair["round"], a["mpps"], b["mpps"],
+                b["mpps"] / a["mpps"] if a["mpps"] else 0.0, rl.get("renames", 0), rl.get("late_ticks", 0),
+                rl.get("reloads_ok", 0), rl.get("reloads_refused", 0), records, timing, ba, bb, sa, sb))
+    lines.append("")
+    lines.append("Books read after pktgen stopped (it lingers 300 ms so that maglb drains the ring), over "
+                 "maglb's whole run. records: the daemon's reload records (/maglb/reloads, polled at 10 Hz) "
+                 "matched to the newest rename before each; coalesced: renames superseded before the daemon "
+                 "read the file (a record's event is its first unserved change, so its time runs from the "
+                 "oldest rename it serves). rename → workers: from just before the rename to the workers using "
+                 "the new tables. maglb's control thread, which parses and builds each reload, runs on the main "
+                 "lcore's CPU 0 beside pktgen: with few CPUs the rate with reloads includes the generator losing "
+                 "CPU to the builds.")
+    for i, n in enumerate(notes):
+        lines.append("[%d] %s" % (i + 1, n))
     return "\n".join(lines)
 
 
@@ -625,22 +1049,47 @@ def machine_header(args, load_before):
             "build: %s (%s), %s" % (args.build, buildtype, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())),
             "CPU: %s, %d CPUs; load average before %s, after %s" % (model, os.cpu_count() or 0, load_before,
                                                                    load_after),
-            "memory: %s" % getattr(args, "memory", "--no-huge"), ""]
+            "memory: %s" % getattr(args, "memory", "--no-huge"),
+            placement(args), ""]
+
+
+def placement(args):
+    ncpu = os.cpu_count() or 1
+    asked = args.source if isinstance(args.source, list) else [args.source]
+    uses_gen = "memif" in asked or getattr(args, "latency", False) or getattr(args, "reload", False)
+    feeder = "pktgen (memif server)" if uses_gen else "the FIFO streamer (fifo)"
+    text = "placement: main lcores and %s on CPU 0, worker lcore(s) on CPU 1%s" % (
+        feeder, "-%d" % args.workers if args.workers > 1 else "")
+    if ncpu <= 2:
+        text += "; on %d CPUs the feeder shares CPU 0 with both programs' main lcores (idle) and with " \
+                "whatever else runs on the machine" % ncpu
+    if args.workers + 1 > ncpu:
+        text += "; %d lcores on %d CPUs: lcores share CPUs round robin" % (args.workers + 1, ncpu)
+    return text
 
 
 def plot(results, out_dir):
     dat = os.path.join(out_dir, "fullpath.dat")
     series = []
+    # One series per mix, or per mix and source when a run compared sources
+    # (memif is a source of its own; replay and fifo make one line, as the
+    # title says which point came from which).
+    def line_of(r):
+        return (r["mix"], "memif") if r["source"] == "memif" else (r["mix"], "pcap")
+    by_source = len({line_of(r)[1] for r in results}) > 1
     with open(dat, "w") as f:
         for mix in ("uniform", "zipf", "syn", "mix90"):
-            rows = [r for r in results if r["mix"] == mix]
-            if not rows:
-                continue
-            f.write("# %s: flows maglb_mpps macswap_mpps io_mpps\n" % mix)
-            for r in rows:
-                f.write("%d %.4f %.4f %.4f\n" % (r["flows"], r["maglb"]["mpps"], r["macswap"]["mpps"], r["io"]["mpps"]))
-            f.write("\n\n")
-            series.append(mix)
+            for src in ("pcap", "memif"):
+                rows = [r for r in results if line_of(r) == (mix, src)]
+                if not rows:
+                    continue
+                name = "%s, %s" % (mix, src) if by_source else mix
+                f.write("# %s: flows maglb_mpps macswap_mpps io_mpps\n" % name)
+                for r in rows:
+                    f.write("%d %.4f %.4f %.4f\n" % (r["flows"], r["maglb"]["mpps"], r["macswap"]["mpps"],
+                                                     r["io"]["mpps"]))
+                f.write("\n\n")
+                series.append(name)
     if not shutil.which("gnuplot"):
         log("gnuplot not found: no PNG (data in %s)" % dat)
         return
@@ -648,9 +1097,10 @@ def plot(results, out_dir):
     cmds = ["set terminal pngcairo size 1000,600" if _has_pngcairo() else "set terminal png size 1000,600",
             "set output '%s'" % png, "set logscale x", "set xlabel 'flows'", "set ylabel 'Mpps'",
             "set key outside right", "set grid", "set yrange [0:*]", "set termoption noenhanced",
-            'set title "maglb full path (net_pcap -> GRE -> net_null) vs testpmd macswap, same vdevs\\n'
-            'source per point: %s"' % (", ".join("%s %s" % (fmt_flows(r["flows"]), r["source"]) for r in results
-                                                 if r["mix"] == "uniform") or "see table")]
+            'set title "maglb full path (source port -> GRE -> net_null) vs testpmd macswap, same vdevs\\n'
+            'source per point: %s"' % (", ".join(dict.fromkeys(
+                "%s %s" % (fmt_flows(r["flows"]), r["source"]) for r in results if r["mix"] == "uniform"))
+                or "see table")]
     plots = []
     for i, mix in enumerate(series):
         plots.append("'%s' index %d using 1:2 with linespoints lw 2 pt 7 title 'maglb %s'" % (dat, i, mix))
@@ -665,6 +1115,102 @@ def _has_pngcairo():
     return "pngcairo" in (p.stdout + p.stderr)
 
 
+def paced_cases(args):
+    """The cases of --latency and --reload: uniform 1K and 1M flows, or every
+    case of the mixes asked for."""
+    out = [c for c in cases(args.quick, args.mix)
+           if args.mix or (c.mix == "uniform" and c.flows in (1000, 1_000_000))]
+    return [c for c in out if not args.max_flows or c.flows <= args.max_flows]
+
+
+def run_table(bench, args):
+    results = []
+    for case in bench.case_list:
+        if args.max_flows and case.flows > args.max_flows:
+            continue
+        pcap, info = bench.pcap(case)
+        # Several sources: each round runs them in turn, so that they compare
+        # under the same load.
+        sources = list(dict.fromkeys(bench.source(case, info, a) for a in args.source))
+        runs = {src: {"io": [], "macswap": [], "maglb": []} for src in sources}
+        failed = set()
+        for rnd in range(args.rounds):
+            for source in sources:
+                if source in failed:
+                    continue
+                for what in ("io", "macswap", "maglb"):
+                    log("%s (%s) round %d: %s" % (case.name, source, rnd + 1, what))
+                    try:
+                        r = bench.run_maglb(pcap, info, source, case) if what == "maglb" else \
+                            bench.run_testpmd(pcap, info, source, what)
+                    except (RuntimeError, OSError, subprocess.SubprocessError, ValueError, KeyError) as e:
+                        log("  failed, %s skipped for this case: %s" % (source, e))
+                        failed.add(source)
+                        break
+                    log("  %.2f Mpps" % r["mpps"])
+                    runs[source][what].append(r)
+        for source in sources:
+            if source in failed:
+                continue
+            rs = runs[source]
+            pick = {k: sorted(v, key=lambda r: r["mpps"])[len(v) // 2] for k, v in rs.items()}
+            # Each round's maglb against the macswap run just before it (the
+            # load of the machine drifts between rounds).
+            ratios = [m["mpps"] / s["mpps"] if s["mpps"] else 0.0 for m, s in zip(rs["maglb"], rs["macswap"])]
+            results.append({"mix": case.mix, "flows": case.flows, "packets": info["packets"],
+                            "distinct": info["distinct"], "capacity": case.capacity, "source": source,
+                            "rounds": {k: [r["mpps"] for r in v] for k, v in rs.items()},
+                            "ratios": ratios, **pick})
+            if pick["maglb"]["workers_polling"] is not None and pick["maglb"]["workers_polling"] < args.workers:
+                log("note: %s" % pick["maglb"]["started"])
+    return results
+
+
+def run_paced(bench, args):
+    """--latency and --reload: per case, maglb's maximum rate on memif with
+    pktgen flat out, then paced runs at fractions of it."""
+    results = []
+    errors = (RuntimeError, OSError, subprocess.SubprocessError, ValueError, KeyError)
+    for case in paced_cases(args):
+        pcap, info = bench.pcap(case)
+        entry = {"mix": case.mix, "flows": case.flows, "packets": info["packets"], "distinct": info["distinct"],
+                 "latency": [], "reload": []}
+        log("%s (memif): maximum rate, pktgen flat out" % case.name)
+        try:
+            mx = bench.run_maglb(pcap, info, "memif", case, pps=0, latency=args.latency)
+        except errors as e:
+            log("  failed, case skipped: %s" % e)
+            continue
+        log("  %.2f Mpps" % mx["mpps"])
+        entry["max_mpps"] = mx["mpps"]
+        rmax = mx["mpps"] * 1e6
+        if rmax <= 0:
+            log("  no traffic went through: case skipped")
+            continue
+        try:
+            if args.latency:
+                entry["latency"].append(dict(mx, load="max"))
+                for frac in (0.5, 0.9):
+                    log("%s: %.0f%% of the maximum (%.2f Mpps)" % (case.name, 100 * frac, frac * rmax / 1e6))
+                    r = bench.run_maglb(pcap, info, "memif", case, pps=int(frac * rmax), latency=True)
+                    log("  %.2f Mpps" % r["mpps"])
+                    entry["latency"].append(dict(r, load=frac))
+            if args.reload:
+                for rnd in range(args.rounds):
+                    pair = {"round": rnd + 1}
+                    for with_reloads in (False, True):
+                        log("%s: 90%% of the maximum, round %d, %s reloads" % (
+                            case.name, rnd + 1, "with" if with_reloads else "without"))
+                        r = bench.run_maglb(pcap, info, "memif", case, pps=int(0.9 * rmax), reload=with_reloads)
+                        log("  %.2f Mpps" % r["mpps"])
+                        pair["with" if with_reloads else "without"] = r
+                    entry["reload"].append(pair)
+        except errors as e:
+            log("  failed, rest of the case skipped: %s" % e)
+        results.append(entry)
+    return results
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="smoke run: 2 s windows, 1 s warm-up, smaller files")
@@ -674,7 +1220,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds per case; the median is reported")
     ap.add_argument("--mix", action="append", choices=["uniform", "zipf", "syn", "mix90"], help="only these mixes")
     ap.add_argument("--max-flows", type=int, help="skip cases with more flows")
-    ap.add_argument("--source", choices=["auto", "fifo", "replay"], default="auto")
+    ap.add_argument("--source", default="auto",
+                    help="traffic source(s) of the main table, comma-separated, each run in every round: "
+                         "auto (replay for small files, else fifo), replay, fifo, memif (default auto)")
     ap.add_argument("--replay-max", type=int, default=REPLAY_MAX_PACKETS,
                     help="largest file replayed with infinite_rx under --source auto (each packet holds one "
                          "mbuf for the whole run: maglb's [lb] mbufs and testpmd's --total-num-mbufs are sized "
@@ -698,75 +1246,57 @@ def main():
         saved_args = argparse.Namespace(**saved["args"])
         for r in saved["results"]:
             r.setdefault("ratios", [m / s if s else 0.0 for m, s in zip(r["rounds"]["maglb"], r["rounds"]["macswap"])])
-        print(render(saved["results"], saved_args))
-        plot(saved["results"], os.path.dirname(os.path.abspath(args.render)))
+        print(render_all(saved["results"], saved.get("paced", []), saved_args))
+        if saved["results"]:
+            plot(saved["results"], os.path.dirname(os.path.abspath(args.render)))
         return
     args.window = args.window or (2.0 if args.quick else 5.0)
     args.warmup = args.warmup or (1.0 if args.quick else 2.0)
+    args.source = args.source.split(",")
+    if not args.source or any(a not in ("auto", "replay", "fifo", "memif") for a in args.source):
+        sys.exit("fullpath.py: --source: want a comma-separated list of auto, replay, fifo, memif")
+    if not 1 <= args.burst <= 512:
+        sys.exit("fullpath.py: --burst must be 1..512")
     if os.geteuid() != 0:
         sys.exit("fullpath.py: DPDK needs root (run with sudo)")
-    for exe in (os.path.join(args.build, "maglb"), os.path.join(args.build, "src", "ctl", "maglbctl"), args.testpmd):
+    need = [os.path.join(args.build, "maglb"), os.path.join(args.build, "src", "ctl", "maglbctl"), args.testpmd]
+    if "memif" in args.source or args.latency or args.reload:
+        need.append(os.path.join(args.build, "bench", "pktgen"))
+    for exe in need:
         if not os.access(exe, os.X_OK):
             sys.exit("fullpath.py: %s missing: meson setup build-rel -Dbuildtype=release && "
-                     "ninja -C build-rel maglb src/ctl/maglbctl" % exe)
+                     "ninja -C build-rel maglb src/ctl/maglbctl bench/pktgen" % exe)
     out_dir = args.out or tempfile.mkdtemp(prefix="maglb-fullpath-out-")
     os.makedirs(out_dir, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="maglb-fullpath-")
     bench = Bench(args, tmp)
     case_list = [c for c in cases(args.quick, args.mix) + extra_cases(args.big_flows)
                  if not (args.max_flows and c.flows > args.max_flows)]
+    bench.case_list = case_list
     bench.hugepages = plan_memory(args, case_list)
     args.memory = ("2 MB hugepages (%d reserved for the run)" % bench.hugepages.added if bench.hugepages.huge_dir
                    else "--no-huge (-m sized to each file)")
     with open("/proc/loadavg") as f:
         load_before = " ".join(f.read().split()[:3])
-    results = []
+    results, paced = [], []
     try:
-        for case in case_list:
-            if args.max_flows and case.flows > args.max_flows:
-                continue
-            pcap, info = bench.pcap(case)
-            source = bench.source(case, info)
-            runs = {"io": [], "macswap": [], "maglb": []}
-            failed = False
-            for rnd in range(args.rounds):
-                if failed:
-                    break
-                for what in ("io", "macswap", "maglb"):
-                    log("%s (%s) round %d: %s" % (case.name, source, rnd + 1, what))
-                    try:
-                        r = bench.run_maglb(pcap, source, case) if what == "maglb" else \
-                            bench.run_testpmd(pcap, source, what)
-                    except (RuntimeError, OSError, subprocess.SubprocessError, ValueError, KeyError) as e:
-                        log("  failed, case skipped: %s" % e)
-                        failed = True
-                        break
-                    log("  %.2f Mpps" % r["mpps"])
-                    runs[what].append(r)
-            if failed:
-                continue
-            pick = {k: sorted(v, key=lambda r: r["mpps"])[len(v) // 2] for k, v in runs.items()}
-            # Each round's maglb against the macswap run just before it (the
-            # load of the machine drifts between rounds).
-            ratios = [m["mpps"] / s["mpps"] if s["mpps"] else 0.0 for m, s in zip(runs["maglb"], runs["macswap"])]
-            results.append({"mix": case.mix, "flows": case.flows, "packets": info["packets"],
-                            "distinct": info["distinct"], "capacity": case.capacity, "source": source,
-                            "rounds": {k: [r["mpps"] for r in v] for k, v in runs.items()},
-                            "ratios": ratios, **pick})
-            if pick["maglb"]["workers_polling"] is not None and pick["maglb"]["workers_polling"] < args.workers:
-                log("note: %s" % pick["maglb"]["started"])
+        if not args.no_table:
+            results = run_table(bench, args)
+        if args.latency or args.reload:
+            paced = run_paced(bench, args)
     finally:
         bench.procs.stop_all()
         if args.keep:
             log("temp files kept in %s" % tmp)
         else:
             shutil.rmtree(tmp, ignore_errors=True)
-    table = "\n".join(machine_header(args, load_before)) + "\n" + render(results, args)
+    table = "\n".join(machine_header(args, load_before)) + "\n" + render_all(results, paced, args)
     with open(os.path.join(out_dir, "fullpath.md"), "w") as f:
         f.write(table + "\n")
     with open(os.path.join(out_dir, "fullpath.json"), "w") as f:
-        json.dump({"args": vars(args), "results": results}, f, indent=1)
-    plot(results, out_dir)
+        json.dump({"args": vars(args), "results": results, "paced": paced}, f, indent=1)
+    if results:
+        plot(results, out_dir)
     print(table)
     log("results in %s" % out_dir)
 
