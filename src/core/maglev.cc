@@ -548,11 +548,12 @@ void FillBySchedule(std::span<Claimant> claimants, uint32_t max_weight, uint64_t
 // to the next. Allocated afresh it cost page faults, and the time of a build
 // depended on what the allocator had lately freed: glibc maps blocks of 128
 // KiB and more itself and unmaps them on free, and the byte map at M = 65537
-// is 128 KiB. At most 1 MiB of map (M = kMaxTableSize) and 64 bytes per
+// is 128 KiB. At most 1 MiB of map (M = kMaxTableSize) and 88 bytes per
 // backend stay allocated per thread that built a table.
 struct Scratch {
   std::vector<uint64_t> map;
   std::vector<HashedIndex> order;
+  std::vector<uint64_t> skip_hash;
   std::vector<Claimant> claimants;
 };
 
@@ -574,9 +575,12 @@ absl::StatusOr<LookupTable> BuildMaglevTable(std::span<const BackendSpec> backen
   // by the names' bytes. Equal names sit side by side, which is where
   // duplicates are caught.
   std::vector<HashedIndex>& order = scratch.order;
+  std::vector<uint64_t>& skip_hash = scratch.skip_hash;
   order.resize(backends.size());
-  for (size_t i = 0; i < backends.size(); ++i) {
+  skip_hash.resize(backends.size());
+  for (size_t i = 0; i < backends.size(); ++i) {  // both hashes while the name is at hand
     order[i] = {Xxh64(backends[i].name, kMaglevOffsetSeed), static_cast<uint16_t>(i)};
+    skip_hash[i] = Xxh64(backends[i].name, kMaglevSkipSeed);
   }
   SortByHashThenName(order, [&](uint16_t i) -> const std::string& { return backends[i].name; });
   for (size_t i = 1; i < order.size(); ++i) {
@@ -597,7 +601,7 @@ absl::StatusOr<LookupTable> BuildMaglevTable(std::span<const BackendSpec> backen
     Claimant& c = claimants.emplace_back();
     // MaglevPermutationOf, reusing the offset hash the turn order computed.
     c.next = mod_m(turn.key);
-    c.skip = mod_m_minus_1(Xxh64(backends[i].name, kMaglevSkipSeed)) + 1;
+    c.skip = mod_m_minus_1(skip_hash[i]) + 1;
     // k * skip mod M by additions: eight 64-bit divisions per backend had
     // cost more than the fill at N = 5000.
     c.stride[0] = 0;
