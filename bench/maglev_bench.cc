@@ -2,6 +2,9 @@
 // builder from the test tree, measured in the same run.
 #include <benchmark/benchmark.h>
 
+#include <sys/resource.h>
+#include <time.h>
+
 #include <algorithm>
 #include <span>
 #include <string>
@@ -107,6 +110,71 @@ void BM_PlainWalk(benchmark::State& state) {
   state.SetLabel(absl::StrFormat("N=%d M=%u w=1..%d", b.size(), m, state.range(2)));
 }
 
+// The two side by side in one loop: each iteration times the plain walk and
+// then the builder (thread CPU time, each including the table's destruction,
+// as in the two benchmarks above), so both see the same machine within a few
+// milliseconds. On a shared machine the load moves absolute times by 2x
+// between benchmarks that run a minute apart; the ratio of each pair holds
+// much better. Counters: medians of plain_ms, builder_ms and of the per-pair
+// ratio = plain / builder (above 1: the builder is faster), and page faults
+// per build of each.
+double ThreadCpuMs() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+long MinorFaults() {
+  rusage u;
+  getrusage(RUSAGE_THREAD, &u);
+  return u.ru_minflt;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+void BM_BuilderOverPlainWalk(benchmark::State& state) {
+  std::vector<BackendSpec> b = WeightedBackends(static_cast<int>(state.range(0)),
+                                                static_cast<uint32_t>(state.range(2)));
+  const uint32_t m = static_cast<uint32_t>(state.range(1));
+  if (PlainWalkMaglevTable(b, m)->slots() != BuildMaglevTable(b, m)->slots()) {
+    state.SkipWithError("plain walk and builder disagree: the baseline is wrong");
+    return;
+  }
+  std::vector<double> plain, builder, ratio;
+  long plain_faults = 0, builder_faults = 0;
+  for (auto _ : state) {
+    const long f0 = MinorFaults();
+    const double t0 = ThreadCpuMs();
+    {
+      absl::StatusOr<LookupTable> t = PlainWalkMaglevTable(b, m);
+      benchmark::DoNotOptimize(t);
+    }
+    const double t1 = ThreadCpuMs();
+    const long f1 = MinorFaults();
+    const double t2 = ThreadCpuMs();
+    {
+      absl::StatusOr<LookupTable> t = BuildMaglevTable(b, m);
+      benchmark::DoNotOptimize(t);
+    }
+    const double t3 = ThreadCpuMs();
+    builder_faults += MinorFaults() - f1;
+    plain_faults += f1 - f0;
+    plain.push_back(t1 - t0);
+    builder.push_back(t3 - t2);
+    ratio.push_back((t1 - t0) / (t3 - t2));
+  }
+  state.counters["plain_ms"] = Median(plain);
+  state.counters["builder_ms"] = Median(builder);
+  state.counters["ratio"] = Median(ratio);
+  // Page faults per build (first touches of freshly mapped memory).
+  state.counters["plain_faults"] = static_cast<double>(plain_faults) / plain.size();
+  state.counters["builder_faults"] = static_cast<double>(builder_faults) / builder.size();
+  state.SetLabel(absl::StrFormat("N=%d M=%u w=1..%d", b.size(), m, state.range(2)));
+}
+
 void PairArgs(benchmark::internal::Benchmark* bench) {
   for (int64_t m : {65537, 1000003}) {
     for (int64_t n : {10, 100, 1000, 5000}) {
@@ -117,6 +185,7 @@ void PairArgs(benchmark::internal::Benchmark* bench) {
 }
 BENCHMARK(BM_PlainWalk)->Apply(PairArgs);
 BENCHMARK(BM_Builder)->Apply(PairArgs);
+BENCHMARK(BM_BuilderOverPlainWalk)->Apply(PairArgs);
 
 void BM_BuildMaglev(benchmark::State& state) {
   std::vector<BackendSpec> b = Backends(static_cast<int>(state.range(0)));

@@ -46,9 +46,14 @@ MaglevPermutation MaglevPermutationOf(std::string_view name, uint32_t m);
 /// credits scale with max_weight; slow start relies on this). Weight-0
 /// backends claim nothing; if all weigh 0 the returned table is empty().
 ///
-/// Cost: O(M log M) probes, each an add and a compare (no division), plus the
-/// schedule of turns: a plain round-robin when most backends claim in most
+/// Cost: about M ln(M) / 2 probes of a map of taken slots (a byte per slot up
+/// to 2^17 slots, a bit above), branch-free in windows of 4 to 16 permutation
+/// positions while the table fills, then, once fewer than about sqrt(M) slots
+/// are empty, a scan of those slots by permutation distance; no division. The
+/// schedule of turns is a plain round-robin when most backends claim in most
 /// turns, a heap of next-claim turns (O(M log N)) when weights are skewed.
+/// Each thread keeps its scratch (the map, 88 bytes per backend) between
+/// builds: at most about 1 MiB plus 6 MiB for 65535 backends.
 absl::StatusOr<LookupTable> BuildMaglevTable(std::span<const BackendSpec> backends,
                                              uint32_t m = kDefaultTableSize);
 

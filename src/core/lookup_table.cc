@@ -4,6 +4,7 @@
 #include <bit>
 #include <utility>
 
+#include "hash_order.h"
 #include "maglb/hash.h"
 
 namespace maglb {
@@ -25,21 +26,15 @@ LookupTable::LookupTable(std::vector<uint16_t> slots,
   // Identity by name, not by list position: rank the names that own slots in
   // a canonical order (by name hash, ties by name; integers sort cheaply),
   // hash those names, then each slot's rank.
-  std::vector<uint32_t> counts = EntryCounts();
-  struct Present {
-    uint64_t key;
-    uint16_t index;
-  };
-  std::vector<Present> present;
-  for (size_t i = 0; i < counts.size(); ++i) {
-    if (counts[i] > 0) {
+  std::vector<uint8_t> owns(backend_names_.size(), 0);
+  for (uint16_t b : slots_) owns[b] = 1;  // a store per slot, no read-modify-write
+  std::vector<HashedIndex> present;
+  for (size_t i = 0; i < owns.size(); ++i) {
+    if (owns[i]) {
       present.push_back({Xxh64(backend_names_[i], kFingerprintSeed), static_cast<uint16_t>(i)});
     }
   }
-  std::sort(present.begin(), present.end(), [&](const Present& a, const Present& b) {
-    if (a.key != b.key) return a.key < b.key;
-    return backend_names_[a.index] < backend_names_[b.index];
-  });
+  SortByHashThenName(present, [&](uint16_t i) -> const std::string& { return backend_names_[i]; });
   std::vector<uint16_t> rank(backend_names_.size(), 0);
   Xxh64Stream stream(kFingerprintSeed);
   stream.UpdateU64(slots_.size());
@@ -50,14 +45,19 @@ LookupTable::LookupTable(std::vector<uint16_t> slots,
     stream.UpdateU64(name.size());
     stream.Update(name.data(), name.size());
   }
-  // Ranks as little-endian 16-bit words.
-  std::vector<uint16_t> ranked(slots_.size());
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    uint16_t r = rank[slots_[i]];
-    if constexpr (std::endian::native == std::endian::big) r = __builtin_bswap16(r);
-    ranked[i] = r;
+  // Ranks as little-endian 16-bit words, hashed a block at a time (the hash
+  // is streaming: the same digest as over one array of all the ranks).
+  constexpr size_t kBlock = 2048;
+  uint16_t ranked[kBlock];
+  for (size_t first = 0; first < slots_.size(); first += kBlock) {
+    const size_t count = std::min(kBlock, slots_.size() - first);
+    for (size_t i = 0; i < count; ++i) {
+      uint16_t r = rank[slots_[first + i]];
+      if constexpr (std::endian::native == std::endian::big) r = __builtin_bswap16(r);
+      ranked[i] = r;
+    }
+    stream.Update(ranked, count * sizeof(uint16_t));
   }
-  stream.Update(ranked.data(), ranked.size() * sizeof(uint16_t));
   fingerprint_ = stream.Digest();
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -125,6 +126,117 @@ TEST(MaglevTest, MatchesReferenceAtLargePrimeWhere32BitProductsWrap) {
     LookupTable t = Build(b, m);
     ASSERT_EQ(t.size(), m);
     for (uint32_t s = 0; s < m; ++s) ASSERT_EQ(t.slot(s), ref[s]) << "M=" << m << " slot " << s;
+  }
+}
+
+// Weights for the shapes the benchmark times and the schedules the builder
+// picks between: all equal (round robin), 1..3 and 1..100 (weighted round
+// robin below 64 backends, per-turn claimant lists above), some draining,
+// and one heavy backend among light ones (the heap of claims).
+enum class WeightMix { kEqual, kOneToThree, kOneToHundred, kSomeDraining, kOneHeavy };
+
+std::vector<BackendSpec> RandomBackends(std::mt19937_64& rng, int n, WeightMix mix) {
+  std::vector<BackendSpec> b;
+  for (int i = 0; i < n; ++i) {
+    uint32_t w = 1;
+    switch (mix) {
+      case WeightMix::kEqual: w = 7; break;  // equal, not 1: the scale must not matter
+      case WeightMix::kOneToThree: w = 1 + static_cast<uint32_t>(rng() % 3); break;
+      case WeightMix::kOneToHundred: w = 1 + static_cast<uint32_t>(rng() % 100); break;
+      case WeightMix::kSomeDraining: w = static_cast<uint32_t>(rng() % 4); break;
+      case WeightMix::kOneHeavy: w = 1; break;
+    }
+    b.push_back({absl::StrFormat("svc-%x-%d", rng() % 1000000, i), w});
+  }
+  if (mix == WeightMix::kOneHeavy) b[rng() % n].weight = 1000 + static_cast<uint32_t>(rng() % 60000);
+  return b;
+}
+
+// The builder probes in several ways as the table fills, with a byte map of
+// taken slots up to 2^17 slots and a bit map above, and a scan of the last
+// empty slots; each must give the paper's walk exactly. Random shapes over
+// N = 1..5000, every weight mix, and M on both sides of the 2^17 switch.
+TEST(MaglevTest, MatchesReferenceOnRandomShapesAndSizes) {
+  std::mt19937_64 rng(1300013);
+  struct Size {
+    uint32_t m;
+    int trials;
+  };
+  // 131071 = 2^17 - 1 is the largest size with the byte map, 131101 the
+  // smallest prime with the bit map.
+  for (Size size : {Size{251, 40}, Size{4099, 30}, Size{65537, 20}, Size{131071, 6},
+                    Size{131101, 6}, Size{1000003, 3}}) {
+    for (int trial = 0; trial < size.trials; ++trial) {
+      const int max_n = static_cast<int>(std::min<uint32_t>(size.m, 5000));
+      // Log-uniform N: as many small fleets as large ones.
+      const int n = std::clamp(
+          static_cast<int>(std::exp(std::uniform_real_distribution<double>(0, std::log(max_n))(rng))),
+          1, max_n);
+      const WeightMix mix = static_cast<WeightMix>(rng() % 5);
+      std::vector<BackendSpec> b = RandomBackends(rng, n, mix);
+      std::vector<int> ref = testing::ReferenceMaglevPopulate(b, size.m);
+      LookupTable t = Build(b, size.m);
+      const std::string what = absl::StrFormat("M=%u N=%d mix %d trial %d", size.m, n,
+                                               static_cast<int>(mix), trial);
+      if (ref.empty()) {
+        EXPECT_TRUE(t.empty()) << what;
+        continue;
+      }
+      ASSERT_EQ(t.size(), ref.size()) << what;
+      for (uint32_t s = 0; s < size.m; ++s) ASSERT_EQ(t.slot(s), ref[s]) << what << " slot " << s;
+    }
+  }
+}
+
+// The fingerprint as lookup_table.h defines it, the plain way: everything in
+// one buffer, one XXH64.
+uint64_t ReferenceFingerprint(const std::vector<uint16_t>& slots,
+                              const std::vector<std::string>& names) {
+  constexpr uint64_t kSeed = 0x6d61676c622d6670ULL;  // "maglb-fp"
+  std::vector<bool> owns(names.size());
+  for (uint16_t b : slots) owns[b] = true;
+  std::vector<size_t> present;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (owns[i]) present.push_back(i);
+  }
+  std::sort(present.begin(), present.end(), [&](size_t a, size_t b) {
+    const uint64_t ha = Xxh64(names[a], kSeed), hb = Xxh64(names[b], kSeed);
+    return ha != hb ? ha < hb : names[a] < names[b];
+  });
+  std::vector<uint16_t> rank(names.size());
+  std::vector<uint8_t> bytes;
+  auto append_u64 = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  };
+  append_u64(slots.size());
+  append_u64(present.size());
+  for (size_t r = 0; r < present.size(); ++r) {
+    rank[present[r]] = static_cast<uint16_t>(r);
+    append_u64(names[present[r]].size());
+    bytes.insert(bytes.end(), names[present[r]].begin(), names[present[r]].end());
+  }
+  for (uint16_t b : slots) {
+    bytes.push_back(static_cast<uint8_t>(rank[b]));
+    bytes.push_back(static_cast<uint8_t>(rank[b] >> 8));
+  }
+  return Xxh64(bytes, kSeed);
+}
+
+TEST(LookupTableTest, FingerprintMatchesItsDefinition) {
+  // Random tables, not only Maglev's: any number of names (the name ranks
+  // are sorted one way below 64 names and another above), some owning no
+  // slot, sizes that are and are not a multiple of the hashing block.
+  std::mt19937_64 rng(6670);
+  for (int trial = 0; trial < 60; ++trial) {
+    const uint32_t m = trial % 3 == 0 ? 251 : trial % 3 == 1 ? 4099 : 65537;
+    const int n = 1 + static_cast<int>(rng() % (trial % 2 == 0 ? 70 : 3000));
+    std::vector<std::string> names;
+    for (int i = 0; i < n; ++i) names.push_back(absl::StrFormat("n%x.%d", rng() % 99999, i));
+    const int owners = 1 + static_cast<int>(rng() % n);  // names[owners..] own nothing
+    std::vector<uint16_t> slots(m);
+    for (uint16_t& s : slots) s = static_cast<uint16_t>(rng() % owners);
+    const uint64_t expected = ReferenceFingerprint(slots, names);
+    EXPECT_EQ(LookupTable(slots, names).fingerprint(), expected) << "trial " << trial;
   }
 }
 
