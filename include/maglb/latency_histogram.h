@@ -71,7 +71,8 @@ double LatencyQuantileNs(const std::array<uint64_t, kLatencyBuckets>& counts, do
 
 /// TSC cycles to nanoseconds, by a multiply and a shift (no division on the
 /// hot path): short by at most 1 ns, plus 1 ns per 2^32 cycles (1.4 s at
-/// 3 GHz), at any rate.
+/// 3 GHz), at any rate; a time past 2^64 - 1 ns is that (below 1 GHz the
+/// product can exceed 64 bits, and its low bits would be a small time).
 class TscToNs {
  public:
   /// `hz`: the TSC's rate (rte_get_tsc_hz). 0 is taken as 1 Hz rather than
@@ -80,8 +81,14 @@ class TscToNs {
       : mult_(static_cast<uint64_t>((static_cast<unsigned __int128>(1'000'000'000u) << 32) /
                                     (hz == 0 ? 1 : hz))) {}
   uint64_t operator()(uint64_t cycles) const {
-    return static_cast<uint64_t>((static_cast<unsigned __int128>(cycles) * mult_) >> 32);
+    const unsigned __int128 ns = (static_cast<unsigned __int128>(cycles) * mult_) >> 32;
+    return ns > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(ns);
   }
+  /// The time from TSC reading `start` to `end`; 0 if `end` is earlier (a
+  /// TSC that went backwards: an lcore floating over CPUs whose TSCs differ,
+  /// a VM's clock stepped back), not the ~2^64 cycles of the wrapped
+  /// difference.
+  uint64_t Between(uint64_t start, uint64_t end) const { return (*this)(end >= start ? end - start : 0); }
 
  private:
   uint64_t mult_;  // ns per cycle, fixed point with 32 fraction bits

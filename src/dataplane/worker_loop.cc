@@ -265,7 +265,7 @@ uint16_t Serve(const WorkerContext& c, uint16_t rx_port, const LbState* state, T
 
 // The frames of `mark` left at `tx_tsc`.
 inline void RecordLatency(const WorkerContext& c, const TscToNs& to_ns, uint64_t tx_tsc, const RxMark& mark) {
-  if (mark.frames != 0) c.counters->latency.Record(to_ns(tx_tsc - mark.tsc), mark.frames);
+  if (mark.frames != 0) c.counters->latency.Record(to_ns.Between(mark.tsc, tx_tsc), mark.frames);
 }
 
 // What the kernel interface sent: out by the front port unchanged, tunnel

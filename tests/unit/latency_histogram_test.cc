@@ -4,6 +4,7 @@
 // and the TSC conversion.
 #include "maglb/latency_histogram.h"
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -140,6 +141,33 @@ TEST(LatencyHistogram, TscToNsAtUsualAndOddRates) {
     }
   }
   EXPECT_EQ(TscToNs(0)(3), 3'000'000'000u);  // a rate of 0 read as 1 Hz, not a division by zero
+}
+
+// A delta past what 64-bit nanoseconds hold (a slow counter, or the wrapped
+// difference of a TSC that went backwards) is the largest time, in the
+// overflow bucket, not the low bits of the product in some small bucket.
+TEST(LatencyHistogram, TscToNsSaturatesInsteadOfWrapping) {
+  const TscToNs at_1mhz(1'000'000);  // 1000 ns a cycle
+  EXPECT_EQ(at_1mhz(uint64_t{1} << 40), (uint64_t{1} << 40) * 1000);
+  EXPECT_EQ(at_1mhz(uint64_t{1} << 60), std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(LatencyBucket(at_1mhz(uint64_t{1} << 60)), kLatencyBounds);
+  EXPECT_EQ(TscToNs(25'000'000)(std::numeric_limits<uint64_t>::max()), std::numeric_limits<uint64_t>::max());
+}
+
+// The end read before the start (TSCs of two CPUs a floating lcore ran on,
+// a VM's clock stepped back) is no time at all: unsigned, the difference
+// would be ~2^64 cycles, a frame counted in the overflow bucket and ~2^63 ns
+// added to the sum that Prometheus reads as a counter.
+TEST(LatencyHistogram, TscGoingBackwardsCountsZero) {
+  const TscToNs to_ns(3'000'000'000);
+  EXPECT_EQ(to_ns.Between(1'000'000, 999'999), 0u);
+  EXPECT_EQ(to_ns.Between(std::numeric_limits<uint64_t>::max(), 0), 0u);
+  EXPECT_EQ(to_ns.Between(5, 5), 0u);
+  EXPECT_EQ(to_ns.Between(1000, 1000 + 3'000'000'000), 1'000'000'000u - 1);  // short by at most 1 ns
+  LatencyHistogram h;
+  h.Record(to_ns.Between(2'000'000, 1'000'000), 32);
+  EXPECT_EQ(h.count(0), 32u);
+  EXPECT_EQ(h.sum_ns(), 0u);
 }
 
 }  // namespace
