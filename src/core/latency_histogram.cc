@@ -16,8 +16,10 @@ double LatencyQuantileNs(const std::array<uint64_t, kLatencyBuckets>& counts, do
   for (uint64_t c : counts) total += c;
   if (total == 0) return 0;
   q = std::isnan(q) ? 0 : std::clamp(q, 0.0, 1.0);
-  // The rank of the wanted time, 1-based: at least the first one.
-  const uint64_t rank = std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(q * static_cast<double>(total))));
+  // The rank of the wanted time, 1-based: at least the first one, at most
+  // the last (a total past 2^53 can round up in the double).
+  const uint64_t rank =
+      std::clamp<uint64_t>(static_cast<uint64_t>(std::ceil(q * static_cast<double>(total))), 1, total);
   uint64_t below = 0;
   for (size_t i = 0; i < kLatencyBuckets; ++i) {
     if (below + counts[i] < rank) {

@@ -170,5 +170,13 @@ TEST(LatencyHistogram, TscGoingBackwardsCountsZero) {
   EXPECT_EQ(h.sum_ns(), 0u);
 }
 
+// The rank ceil(q x total) is computed in a double: where the total is not
+// exact there it can round above the total, and no bucket holds that rank.
+TEST(LatencyHistogram, QuantileOfACountPastADoublesPrecision) {
+  std::array<uint64_t, kLatencyBuckets> counts{};
+  counts[5] = (uint64_t{1} << 54) - 1;  // as a double: 2^54
+  EXPECT_DOUBLE_EQ(LatencyQuantileNs(counts, 1.0), static_cast<double>(LatencyBucketUpperNs(5)));
+}
+
 }  // namespace
 }  // namespace maglb
