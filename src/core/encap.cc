@@ -123,7 +123,7 @@ IpAddress OuterSource(const IpAddress& base, uint8_t flow_bits, uint64_t flow_ha
 }
 
 EncapResult Encapsulate(uint8_t* ip, size_t ip_len, size_t room_before, const EncapTarget& target,
-                        const EncapConfig& config, uint64_t flow_hash) {
+                        const EncapConfig& config, uint64_t flow_hash, bool nic_ipv4_checksum) {
   EncapResult r;
   if (ip_len < kIpv4HeaderLen || target.forwarding == Forwarding::kL2Dsr) return r;
   const uint8_t version = ip[0] >> 4;
@@ -186,7 +186,9 @@ EncapResult Encapsulate(uint8_t* ip, size_t ip_len, size_t room_before, const En
     Store16(o + 6, 0x4000);  // DF
     o[8] = config.ttl;
     o[9] = outer_proto;
-    Store16(o + 10, ChecksumFinish(sum));
+    // Offloaded: 0, as DPDK's rte_net_intel_cksum_prepare leaves it for the NIC.
+    Store16(o + 10, nic_ipv4_checksum ? 0 : ChecksumFinish(sum));
+    r.tx_offload = nic_ipv4_checksum ? kTxOffloadOuterIpv4Checksum : 0;
     Store32(o + 12, src);
     Store32(o + 16, dst);
   }
@@ -202,12 +204,13 @@ EncapResult Encapsulate(uint8_t* ip, size_t ip_len, size_t room_before, const En
 }
 
 EncapResult Forward(uint8_t* frame, size_t frame_len, size_t headroom, const ParsedPacket& p,
-                    const EncapTarget& target, const EncapConfig& config, uint64_t flow_hash) {
+                    const EncapTarget& target, const EncapConfig& config, uint64_t flow_hash,
+                    bool nic_ipv4_checksum) {
   EncapResult r;
   if (p.ip_version == 0 || size_t{p.l3_offset} + p.l3_len > frame_len) return r;
   uint8_t* ip = frame + p.l3_offset;
   if (target.forwarding != Forwarding::kL2Dsr) {
-    r = Encapsulate(ip, p.l3_len, headroom + p.l3_offset, target, config, flow_hash);
+    r = Encapsulate(ip, p.l3_len, headroom + p.l3_offset, target, config, flow_hash, nic_ipv4_checksum);
     if (r.status == EncapStatus::kOk) r.offset += p.l3_offset;
     return r;
   }
