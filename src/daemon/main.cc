@@ -297,7 +297,8 @@ absl::StatusOr<Ports> SetUpPorts(const AppArgs& args, uint16_t worker_lcores, ui
           absl::StrFormat("no DPDK port %d (%u available)", p, rte_eth_dev_count_avail()));
     }
   }
-  absl::StatusOr<Port> front = SetUpPort(args.port, worker_lcores, mtu);
+  // Frames toward backends leave by the backend port, two-arm.
+  absl::StatusOr<Port> front = SetUpPort(args.port, worker_lcores, mtu, /*toward_backends=*/!two_arm);
   if (!front.ok()) return front.status();
   const uint32_t front_queues = front->info().num_queues;
   Ports ports{.kernel = std::nullopt, .front = *std::move(front), .backend = std::nullopt,
@@ -306,7 +307,7 @@ absl::StatusOr<Ports> SetUpPorts(const AppArgs& args, uint16_t worker_lcores, ui
     // The pipeline writes one MAC as ours (replies, outer source), so both
     // arms carry the front port's: they sit on different segments.
     absl::StatusOr<Port> b =
-        SetUpPort(static_cast<uint16_t>(args.backend_port), worker_lcores, mtu);
+        SetUpPort(static_cast<uint16_t>(args.backend_port), worker_lcores, mtu, /*toward_backends=*/true);
     absl::Status mac = b.ok() ? b->SetMac(ports.front->mac) : b.status();
     if (!mac.ok()) return mac;
     ports.num_workers = std::min<uint32_t>(ports.num_workers, b->info().num_queues);
@@ -423,6 +424,10 @@ absl::StatusOr<std::unique_ptr<RunningWorkers>> LaunchWorkers(
     c.counters = dp.loop_counters[i].get();
     c.publisher = dp.publisher.get();
     c.pool = port.pool;
+    const PortInfo& backend = ports.backend ? ports.backend->info() : port;
+    c.backend_tx_ipv4_checksum = backend.offloads.tx_ipv4_checksum;
+    c.front_fast_free = port.offloads.tx_fast_free;
+    c.backend_fast_free = backend.offloads.tx_fast_free;
     c.to_control = dp.to_control.get();
     c.from_control = i == 0 ? dp.from_control.get() : nullptr;
     c.rss_owner = running->rss_owner_ ? &*running->rss_owner_ : nullptr;
@@ -459,6 +464,13 @@ void LogStarted(const AppArgs& args, const Config& config, const std::vector<uns
                                                     ports.backend->info().name,
                                                     ports.backend->info().driver)
                                    : std::string(", one-arm");
+  // Which checksums the NICs compute (offloads.h), before the line that
+  // says the LB serves.
+  for (const Port* p : {&ports.front, ports.backend ? &*ports.backend : nullptr}) {
+    if (p == nullptr) continue;
+    LogLine(absl::StrFormat("port %u %s (%s): %s", p->info().port_id, p->info().name, p->info().driver,
+                            DescribeOffloads(p->info().offloads, p->info().offered)));
+  }
   LogLine(absl::StrFormat(
       "started: port %u %s (%s) mac %s%s, %u queue pair%s (%s), %u worker%s on lcore%s %s%s; "
       "config %s generation 1: %u VIPs, %u backends; addresses %s %s; telemetry %s/dpdk_telemetry.v2",
@@ -504,6 +516,7 @@ absl::Status RunControlLoop(const AppArgs& args, const Config& config, int signa
   ControllerOptions copts;
   copts.config_path = args.config_path;
   copts.port = ports.front.info();
+  if (ports.backend) copts.backend_port = ports.backend->info();
   copts.publisher = dp.publisher.get();
   copts.to_control = dp.to_control.get();
   copts.from_control = dp.from_control.get();

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "dataplane/dpdk_owners.h"
+#include "dataplane/offloads.h"
 #include "maglb/ip_address.h"
 #include "maglb/toeplitz.h"
 
@@ -37,6 +38,9 @@ struct PortInfo {
   /// the PMD would not say (rss_note says why).
   std::optional<RssConfig> rss;
   std::string rss_note;
+  /// The NIC offloads enabled (offloads.h), and those the port offers.
+  PortOffloads offloads;
+  PortOffloads offered;
   rte_mempool* pool = nullptr;
   /// The largest lb.mtu whose frames the pool's buffers hold whole (sized
   /// from the MTU at start; a reload above it needs a restart).
@@ -68,7 +72,8 @@ class Port {
   void Close();
 
  private:
-  friend absl::StatusOr<Port> SetUpPort(uint16_t port_id, uint16_t workers, uint32_t mtu);
+  friend absl::StatusOr<Port> SetUpPort(uint16_t port_id, uint16_t workers, uint32_t mtu,
+                                        bool toward_backends);
   explicit Port(uint16_t port_id) : owned_(true) { info_.port_id = port_id; }
 
   PortInfo info_;
@@ -91,9 +96,11 @@ uint32_t PortDataRoom(uint32_t mtu);
 
 /// Configures and starts `port_id` with up to `workers` queue pairs. Where the
 /// PMD cannot spread flows over queues, uses one queue (and says so in
-/// PortInfo::distribution): the caller then polls with one worker. On failure
-/// the port is closed again and its pool freed.
-absl::StatusOr<Port> SetUpPort(uint16_t port_id, uint16_t workers, uint32_t mtu);
+/// PortInfo::distribution): the caller then polls with one worker. Enables
+/// the offloads of ChooseOffloads (offloads.h); `toward_backends`: frames to
+/// backends leave by this port. On failure the port is closed again and its
+/// pool freed.
+absl::StatusOr<Port> SetUpPort(uint16_t port_id, uint16_t workers, uint32_t mtu, bool toward_backends);
 
 }  // namespace maglb
 
