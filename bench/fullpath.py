@@ -291,12 +291,14 @@ class Bench:
         try:
             with open(log_path, "w") as out:
                 p = self.procs.start(cmd, stdout=out, stderr=subprocess.STDOUT)
-            started, deadline = None, time.time() + 60
+            started, offloads, deadline = None, [], time.time() + 60
             while started is None and time.time() < deadline and p.poll() is None:
                 time.sleep(0.2)
-                for line in open(log_path).read().splitlines():
+                lines = open(log_path).read().splitlines()
+                for line in lines:
                     if "started:" in line:
                         started = line
+                offloads = offload_lines(lines)
             if started is None:
                 raise RuntimeError("maglb did not start (log %s):\n%s" % (log_path, open(log_path).read()[-3000:]))
             time.sleep(self.args.warmup)
@@ -308,7 +310,14 @@ class Bench:
             if sp:
                 self.procs.stop(sp, signal.SIGKILL)
             self.cleanup_prefix(prefix)
-        return rates(s1, s2, t2 - t1, started)
+        return dict(rates(s1, s2, t2 - t1, started), offloads=offloads)
+
+
+def offload_lines(lines):
+    """The NIC offloads each port enabled, from maglb's log (the lines just
+    before "started:"), e.g. "port 0 net_pcap0 (net_pcap): offloads none ..."."""
+    found = (re.search(r"port \d+ \S+ \(\S+\): offloads .*", line) for line in lines)
+    return [m.group(0) for m in found if m]
 
 
 def port0_rx_pps(text):
@@ -380,6 +389,9 @@ def render(results, args):
                  "got packets." % (args.workers, "/".join(map(str, polling)) or "?"))
     if polling and max(polling) < args.workers:
         lines.append("net_pcap offers no RSS, so maglb polls it with one queue; the other lcores idle.")
+    offloads = sorted({o for r in results for o in r["maglb"].get("offloads", [])})
+    if offloads:
+        lines.append("maglb's NIC offloads (its log): " + "; ".join("`%s`" % o for o in offloads))
     return "\n".join(lines)
 
 
