@@ -36,8 +36,9 @@
 //    clones. The kernel interface's queue (net_tap) takes frames of every
 //    pool and is never set up with it.
 //
-// Cost where it is not offloaded: the software path pays one predictable
-// branch per frame (the outer checksum is computed as before).
+// Cost where it is not offloaded: a predictable branch per frame in the
+// pipeline (which Forward body, encap.h ForwardAs) and one in the loop
+// (RequestTxOffload); the outer checksum is computed as before.
 // On some PMDs (ixgbe, i40e) enabling a TX checksum offload moves TX from
 // their vector path to the full-featured one; the software checksum costs
 // ~1 ns a packet, so measure on the NIC at hand.
