@@ -596,12 +596,14 @@ class Bench:
         try:
             with open(log_path, "w") as out:
                 p = self.procs.start(cmd, stdout=out, stderr=subprocess.STDOUT)
-            started, deadline = None, time.time() + 60
+            started, offloads, deadline = None, [], time.time() + 60
             while started is None and time.time() < deadline and p.poll() is None:
                 time.sleep(0.2)
-                for line in open(log_path).read().splitlines():
+                lines = open(log_path).read().splitlines()
+                for line in lines:
                     if "started:" in line:
                         started = line
+                offloads = offload_lines(lines)
             if started is None:
                 raise RuntimeError("maglb did not start (log %s):\n%s" % (log_path, open(log_path).read()[-3000:]))
             self.warm_up(prefix, case)
@@ -656,6 +658,7 @@ class Bench:
                 self.procs.stop(sp, signal.SIGKILL)
             self.cleanup_prefix(prefix)
         r = rates(s1, s2, t2 - t1, started)
+        r["offloads"] = offloads
         r["buffers"] = _buffers_lines(open(log_path).read())  # the pools maglb made, and in which pages
         r.update(extra)
         r["target_pps"] = pps
@@ -839,6 +842,13 @@ def reload_result(reloader, poller, s_before, s_after):
     return out
 
 
+def offload_lines(lines):
+    """The NIC offloads each port enabled, from maglb's log (the lines just
+    before "started:"), e.g. "port 0 net_pcap0 (net_pcap): offloads none ..."."""
+    found = (re.search(r"port \d+ \S+ \(\S+\): offloads .*", line) for line in lines)
+    return [m.group(0) for m in found if m]
+
+
 def port0_rx_pps(text):
     """Rx-pps of port 0 in testpmd's output, one per --stats-period, each over the last period."""
     samples, port = [], None
@@ -909,6 +919,9 @@ def render(results, args):
     if polling and max(polling) < args.workers:
         lines.append("The source port (net_pcap, net_memif) offers no RSS, so maglb polls it with one queue; "
                      "the other lcores idle.")
+    offloads = sorted({o for r in results for o in r["maglb"].get("offloads", [])})
+    if offloads:
+        lines.append("maglb's NIC offloads (its log): " + "; ".join("`%s`" % o for o in offloads))
     return "\n".join(lines)
 
 

@@ -17,6 +17,11 @@
 //   BM_Step_Classify         prepare + Classify only (packet library)
 //   BM_Step_Classify_ChecksumNic / _ChecksumSoftware  the same split for Classify
 //   BM_Step_ClassifyForward  prepare + Classify + Forward (GRE) only
+//   BM_Pipeline_Existing_TxChecksumNic, BM_Pipeline_ExistingHot_TxChecksumNic,
+//   BM_Step_ClassifyForward_TxChecksumNic  the same with the outer IPv4
+//                            header checksum left to the NIC (TX offload:
+//                            Worker::SetTxOuterIpv4Checksum); the plain ones
+//                            are the software path
 //   BM_Pipeline_SynFloodBounded  as SynFlood, the VIP with bounded loads (eps 0.25)
 //   BM_Pipeline_IcmpError/0  ICMP frag-needed about tracked flows, no RssOwner
 //   BM_Pipeline_IcmpError/1  ... with an RssOwner that finds this worker owns them
@@ -216,8 +221,19 @@ void BM_Baseline_TouchBytes(benchmark::State& state) {
 }
 BENCHMARK(BM_Baseline_TouchBytes);
 
-void PipelineExisting(benchmark::State& state, ChecksumMode mode) {
+// The outer IPv4 checksum left to the NIC for the length of one benchmark.
+class TxChecksumByNic {
+ public:
+  TxChecksumByNic(Worker& w, bool on) : w_(w) { w_.SetTxOuterIpv4Checksum(on); }
+  ~TxChecksumByNic() { w_.SetTxOuterIpv4Checksum(false); }
+
+ private:
+  Worker& w_;
+};
+
+void PipelineExisting(benchmark::State& state, ChecksumMode mode, bool tx_checksum_by_nic = false) {
   Fixture& fx = SharedFixture();
+  const TxChecksumByNic tx(*fx.worker, tx_checksum_by_nic);
   Bursts bursts(mode);
   size_t pos = 0;
   const size_t mask = fx.order.size() - 1;
@@ -238,6 +254,10 @@ void PipelineExisting(benchmark::State& state, ChecksumMode mode) {
 }
 void BM_Pipeline_Existing(benchmark::State& state) { PipelineExisting(state, ChecksumMode::kNicVerified); }
 BENCHMARK(BM_Pipeline_Existing);
+void BM_Pipeline_Existing_TxChecksumNic(benchmark::State& state) {
+  PipelineExisting(state, ChecksumMode::kNicVerified, true);
+}
+BENCHMARK(BM_Pipeline_Existing_TxChecksumNic);
 // As Existing, with a valid IPv4 header checksum per frame, vouched for by the
 // NIC or verified in software (issue 8, point 15).
 void BM_Pipeline_Existing_ChecksumNic(benchmark::State& state) {
@@ -269,8 +289,9 @@ void BM_Pipeline_SynFlood(benchmark::State& state) {
 }
 BENCHMARK(BM_Pipeline_SynFlood);
 
-void BM_Pipeline_ExistingHot(benchmark::State& state) {
+void PipelineExistingHot(benchmark::State& state, bool tx_checksum_by_nic) {
   Fixture& fx = SharedFixture();
+  const TxChecksumByNic tx(*fx.worker, tx_checksum_by_nic);
   Bursts bursts;
   std::vector<uint32_t> hot(1u << 16);
   std::mt19937 rng(1);
@@ -284,7 +305,10 @@ void BM_Pipeline_ExistingHot(benchmark::State& state) {
   }
   Report(state);
 }
+void BM_Pipeline_ExistingHot(benchmark::State& state) { PipelineExistingHot(state, false); }
 BENCHMARK(BM_Pipeline_ExistingHot);
+void BM_Pipeline_ExistingHot_TxChecksumNic(benchmark::State& state) { PipelineExistingHot(state, true); }
+BENCHMARK(BM_Pipeline_ExistingHot_TxChecksumNic);
 
 // Where the time goes: the packet library's steps alone, on the same bursts.
 void StepClassify(benchmark::State& state, ChecksumMode mode) {
@@ -316,7 +340,7 @@ BENCHMARK(BM_Step_Classify_ChecksumNic);
 void BM_Step_Classify_ChecksumSoftware(benchmark::State& state) { StepClassify(state, ChecksumMode::kValidSoftware); }
 BENCHMARK(BM_Step_Classify_ChecksumSoftware);
 
-void BM_Step_ClassifyForward(benchmark::State& state) {
+void StepClassifyForward(benchmark::State& state, bool tx_checksum_by_nic) {
   Fixture& fx = SharedFixture();
   Bursts bursts;
   size_t pos = 0;
@@ -329,13 +353,16 @@ void BM_Step_ClassifyForward(benchmark::State& state) {
     for (size_t i = 0; i < kBurst; ++i) {
       Classify({p[i].data, p[i].len}, fx.state->matcher(), fx.state->local(), &parsed, nullptr, bursts.hints()[i]);
       EncapResult r = Forward(p[i].data, p[i].len, p[i].headroom, parsed, vip.backends[i & 15].target,
-                              fx.state->encap(), i);
+                              fx.state->encap(), i, tx_checksum_by_nic);
       benchmark::DoNotOptimize(r);
     }
   }
   Report(state);
 }
+void BM_Step_ClassifyForward(benchmark::State& state) { StepClassifyForward(state, false); }
 BENCHMARK(BM_Step_ClassifyForward);
+void BM_Step_ClassifyForward_TxChecksumNic(benchmark::State& state) { StepClassifyForward(state, true); }
+BENCHMARK(BM_Step_ClassifyForward_TxChecksumNic);
 
 // ICMP fragmentation-needed from a router about the backend's reply to a
 // tracked flow: the embedded packet is VIP:80 -> client:port.

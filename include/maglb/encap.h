@@ -19,7 +19,8 @@
 //  - TTL / hop limit: EncapConfig::ttl.
 //  - IPv4: DF set (we check the MTU ourselves and never want a router to
 //    fragment the tunnel), identification 0 (atomic datagram, RFC 6864),
-//    valid header checksum.
+//    valid header checksum, or 0 where the NIC that sends the frame computes
+//    it (`nic_ipv4_checksum`: EncapResult::tx_offload says so).
 //  - DSCP/ECN: copied from the inner header (RFC 6040 "normal mode").
 //  - Ethernet: destination = next hop (EncapTarget::next_hop_mac: the gateway,
 //    or the backend when on-link), source = EncapConfig::src_mac, no VLAN tag.
@@ -77,6 +78,14 @@ struct EncapConfig {
   static EncapConfig FromLbConfig(const LbConfig& lb, const MacAddress& port_mac);
 };
 
+/// What a frame leaves to the NIC that sends it (EncapResult::tx_offload,
+/// PacketRef::tx_offload, ExtraFrame::tx_offload): bits. 0: nothing, the
+/// frame is complete.
+/// The outer IPv4 header (after an untagged Ethernet header, kIpv4HeaderLen
+/// bytes, no options: the one Encapsulate wrote) has checksum 0; the NIC
+/// computes it. Inner headers are complete.
+inline constexpr uint8_t kTxOffloadOuterIpv4Checksum = 1;
+
 /// The per-packet part: where this flow's backend is.
 struct EncapTarget {
   Forwarding forwarding = Forwarding::kGre;
@@ -95,6 +104,7 @@ enum class EncapStatus : uint8_t {
 
 struct EncapResult {
   EncapStatus status = EncapStatus::kBadPacket;
+  uint8_t tx_offload = 0;   ///< kTxOffload* bits of the new frame (kOk only)
   /// The new frame starts at (input pointer + offset); offset <= 0 for
   /// encapsulation (prepended), and 0 for L2 DSR.
   int32_t offset = 0;
@@ -113,15 +123,38 @@ IpAddress OuterSource(const IpAddress& base, uint8_t flow_bits, uint64_t flow_ha
 /// without Ethernet padding) for kGre or kIpip: writes Ethernet + outer IP
 /// (+ GRE) into the `room_before` bytes before `ip`. The result's offset is
 /// relative to `ip`. `flow_hash` varies the outer source and IPv6 flow label.
+/// `nic_ipv4_checksum`: the NIC computes an outer IPv4 header's checksum
+/// (the field is left 0 and the result says kTxOffloadOuterIpv4Checksum);
+/// an IPv6 outer header has none.
 EncapResult Encapsulate(uint8_t* ip, size_t ip_len, size_t room_before, const EncapTarget& target,
-                        const EncapConfig& config, uint64_t flow_hash);
+                        const EncapConfig& config, uint64_t flow_hash, bool nic_ipv4_checksum = false);
 
 /// The per-packet forwarding step for a classified frame (Action::kToVip):
 /// kGre/kIpip encapsulate the IP packet (reusing the frame's own L2 header
-/// bytes plus `headroom` before `frame`); kL2Dsr rewrites the MACs in place.
-/// The result's offset is relative to `frame`.
-EncapResult Forward(uint8_t* frame, size_t frame_len, size_t headroom, const ParsedPacket& p,
-                    const EncapTarget& target, const EncapConfig& config, uint64_t flow_hash);
+/// bytes plus `headroom` before `frame`); kL2Dsr rewrites the MACs in place
+/// (and leaves nothing to the NIC). The result's offset is relative to
+/// `frame`. `nic_ipv4_checksum`: as Encapsulate.
+inline EncapResult Forward(uint8_t* frame, size_t frame_len, size_t headroom, const ParsedPacket& p,
+                           const EncapTarget& target, const EncapConfig& config, uint64_t flow_hash,
+                           bool nic_ipv4_checksum = false);
+
+/// Forward's two bodies (encap.cc instantiates both): the flag is resolved
+/// where Forward is inlined, so that each path runs code made for it alone
+/// (a runtime flag inside cost the software path ~30 instructions a packet).
+template <bool kNicIpv4Checksum>
+EncapResult ForwardAs(uint8_t* frame, size_t frame_len, size_t headroom, const ParsedPacket& p,
+                      const EncapTarget& target, const EncapConfig& config, uint64_t flow_hash);
+extern template EncapResult ForwardAs<false>(uint8_t*, size_t, size_t, const ParsedPacket&, const EncapTarget&,
+                                             const EncapConfig&, uint64_t);
+extern template EncapResult ForwardAs<true>(uint8_t*, size_t, size_t, const ParsedPacket&, const EncapTarget&,
+                                            const EncapConfig&, uint64_t);
+
+inline EncapResult Forward(uint8_t* frame, size_t frame_len, size_t headroom, const ParsedPacket& p,
+                           const EncapTarget& target, const EncapConfig& config, uint64_t flow_hash,
+                           bool nic_ipv4_checksum) {
+  return nic_ipv4_checksum ? ForwardAs<true>(frame, frame_len, headroom, p, target, config, flow_hash)
+                           : ForwardAs<false>(frame, frame_len, headroom, p, target, config, flow_hash);
+}
 
 /// How many IPv4 fragments of at most `max_ip_len` bytes each the IPv4
 /// packet at `ip` needs (1 if it fits; 0 if it cannot be fragmented: DF set,

@@ -111,7 +111,8 @@ constexpr std::string_view LocalName(LocalCounter c) { return kLocalCounterLabel
     "ARP replies and neighbour advertisements lost because the control ring was full",            \
     v.Loop(&LoopCounters::control_full))                                                          \
   X(kExtraAllocFail, "extra_alloc_fail", kCounter, "packets", kNoLabels,                          \
-    "Fragments, and copies of ARP/ND answers for the kernel interface, lost for want of a buffer", \
+    "Fragments, and copies (ARP/ND answers for the kernel interface, frames of another pool for a " \
+    "fast-free TX queue), lost for want of a buffer",                                             \
     v.Loop(&LoopCounters::extra_alloc_fail))                                                      \
   X(kToKernelPackets, "to_kernel_packets", kCounter, "packets", kNoLabels,                        \
     "Frames passed up to the kernel interface", v.Loop(&LoopCounters::to_kernel))                 \

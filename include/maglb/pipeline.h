@@ -102,7 +102,12 @@ struct PacketRef {
   uint16_t headroom = 0;    ///< writable bytes before `data` (in)
   uint16_t tailroom = 0;    ///< writable bytes after data + len (in; replies may grow)
   PacketAction action = PacketAction::kDrop;  ///< out
-  DropReason reason = DropReason::kTooShort;  ///< out, kDrop only
+  union {  // by action, as below
+    DropReason reason = DropReason::kTooShort;  ///< out, kDrop only
+    /// out, kTransmit only: kTxOffload* bits (encap.h), what the NIC must
+    /// do to the frame (Worker::SetTxOuterIpv4Checksum); 0: complete.
+    uint8_t tx_offload;
+  };
   int16_t offset = 0;       ///< out: the frame to send starts at data + offset
   uint16_t out_len = 0;     ///< out: its length
   union {  // one field, so that PacketRef stays 24 bytes (32 cost ~5% per packet)
@@ -118,6 +123,7 @@ static_assert(sizeof(PacketRef) == 24);
 struct ExtraFrame {
   const uint8_t* data;
   uint16_t len;
+  uint8_t tx_offload;  ///< kTxOffload* bits, as PacketRef::tx_offload
 };
 
 /// One relaxed 64-bit counter: written by one worker only, readable from any
@@ -246,6 +252,15 @@ class Worker {
     rss_owner_ = owner;
     self_ = self;
   }
+  /// Whether the port that frames toward backends leave by computes their
+  /// outer IPv4 header checksum (a NIC offload; dataplane/offloads.h). Then
+  /// frames that get an outer IPv4 header (GRE/IPIP to an IPv4 backend,
+  /// fragments included) leave it 0 and are marked kTxOffloadOuterIpv4Checksum
+  /// in PacketRef::tx_offload (kTransmit) or ExtraFrame::tx_offload; the
+  /// bytes are otherwise those of the software path. IPv6 outer headers, L2
+  /// DSR and replies (kReply, and extra frames that are replies) are never
+  /// marked. Default: off, every checksum computed here.
+  void SetTxOuterIpv4Checksum(bool by_nic) { tx_outer_ipv4_checksum_ = by_nic; }
   /// The health probes' ports (tunnel_probe.h): their replies reach the
   /// kernel on a budget of their own. Must outlive the worker's use of it.
   void SetProbeTable(const TunnelProbeTable* probes) { probes_ = probes; }
@@ -288,7 +303,7 @@ class Worker {
   [[gnu::noinline]] bool SteerToOwner(PacketRef& pkt, const ParsedPacket& p);
   void Drop(PacketRef& pkt, DropReason reason);
   uint8_t* ScratchAlloc(size_t bytes);
-  bool AddExtra(const uint8_t* data, size_t len);
+  bool AddExtra(const uint8_t* data, size_t len, uint8_t tx_offload = 0);
   void ReplyInPlace(PacketRef& pkt, size_t len, LocalCounter counted_as);
   void ReplyFromScratch(PacketRef& pkt, const uint8_t* frame, size_t len);
 
@@ -325,6 +340,7 @@ class Worker {
   TokenBucket probe_bucket_;
   TokenBucket neighbor_copy_bucket_;
   const TunnelProbeTable* probes_ = nullptr;
+  bool tx_outer_ipv4_checksum_ = false;  // SetTxOuterIpv4Checksum
 };
 
 /// Counters summed over workers, by name, for one snapshot: what telemetry

@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,7 @@ namespace maglb {
 struct ControllerOptions {
   std::string config_path;
   PortInfo port;
+  std::optional<PortInfo> backend_port;  ///< two-arm: toward backends
   SnapshotPublisher* publisher = nullptr;
   rte_ring* to_control = nullptr;
   rte_ring* from_control = nullptr;

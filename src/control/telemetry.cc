@@ -133,9 +133,19 @@ int CmdStats(const char*, const char*, rte_tel_data* d) {
     }
     // Text, not metrics.
     AddString(d, "last_refusal", cs.last_refusal);
-    AddString(d, "port", absl::StrFormat("%u %s (%s) %s, %u queues, %s", opt.port.port_id,
-                                         opt.port.name, opt.port.driver, opt.port.mac.ToString(),
-                                         opt.port.num_queues, opt.port.distribution));
+    auto describe = [](const PortInfo& p) {
+      return absl::StrFormat("%u %s (%s) %s, %u queues, %s", p.port_id, p.name, p.driver, p.mac.ToString(),
+                             p.num_queues, p.distribution);
+    };
+    AddString(d, "port", describe(opt.port));
+    if (opt.backend_port) AddString(d, "backend_port", describe(*opt.backend_port));
+    // The NIC offloads each port uses (dataplane/offloads.h), "0: none" or
+    // "0: rx_ipv4_cksum, 1: rx_ipv4_cksum tx_ipv4_cksum".
+    std::string offloads = absl::StrCat(opt.port.port_id, ": ", OffloadNames(opt.port.offloads));
+    if (opt.backend_port) {
+      absl::StrAppend(&offloads, ", ", opt.backend_port->port_id, ": ", OffloadNames(opt.backend_port->offloads));
+    }
+    AddString(d, "offloads", offloads);
     AddString(d, "config", opt.config_path);
   });
   return 0;

@@ -122,8 +122,12 @@ IpAddress OuterSource(const IpAddress& base, uint8_t flow_bits, uint64_t flow_ha
   return a;
 }
 
-EncapResult Encapsulate(uint8_t* ip, size_t ip_len, size_t room_before, const EncapTarget& target,
-                        const EncapConfig& config, uint64_t flow_hash) {
+namespace {
+
+// One instantiation per checksum owner: see ForwardAs in encap.h.
+template <bool kNicIpv4Checksum>
+EncapResult EncapsulateAs(uint8_t* ip, size_t ip_len, size_t room_before, const EncapTarget& target,
+                          const EncapConfig& config, uint64_t flow_hash) {
   EncapResult r;
   if (ip_len < kIpv4HeaderLen || target.forwarding == Forwarding::kL2Dsr) return r;
   const uint8_t version = ip[0] >> 4;
@@ -175,10 +179,6 @@ EncapResult Encapsulate(uint8_t* ip, size_t ip_len, size_t room_before, const En
     const uint32_t src = (wire::Load32(base->bytes.data()) & ~m) | (static_cast<uint32_t>(flow_hash) & m);
     const uint32_t dst = wire::Load32(target.backend.bytes.data());
     const uint16_t total = static_cast<uint16_t>(kIpv4HeaderLen + after_ip);
-    // The header checksum from the field values, not by reading back the
-    // bytes just written (store forwarding again).
-    const uint32_t sum = (0x4500u | tos) + total + 0x4000u + (uint32_t{config.ttl} << 8 | outer_proto) +
-                         (src >> 16) + (src & 0xFFFF) + (dst >> 16) + (dst & 0xFFFF);
     o[0] = 0x45;
     o[1] = tos;
     Store16(o + 2, total);
@@ -186,7 +186,17 @@ EncapResult Encapsulate(uint8_t* ip, size_t ip_len, size_t room_before, const En
     Store16(o + 6, 0x4000);  // DF
     o[8] = config.ttl;
     o[9] = outer_proto;
-    Store16(o + 10, ChecksumFinish(sum));
+    if constexpr (kNicIpv4Checksum) {
+      // 0, as DPDK's rte_net_intel_cksum_prepare leaves it for the NIC.
+      Store16(o + 10, 0);
+      r.tx_offload = kTxOffloadOuterIpv4Checksum;
+    } else {
+      // From the field values, not by reading back the bytes just written
+      // (store forwarding again).
+      const uint32_t sum = (0x4500u | tos) + total + 0x4000u + (uint32_t{config.ttl} << 8 | outer_proto) +
+                           (src >> 16) + (src & 0xFFFF) + (dst >> 16) + (dst & 0xFFFF);
+      Store16(o + 10, ChecksumFinish(sum));
+    }
     Store32(o + 12, src);
     Store32(o + 16, dst);
   }
@@ -201,13 +211,16 @@ EncapResult Encapsulate(uint8_t* ip, size_t ip_len, size_t room_before, const En
   return r;
 }
 
-EncapResult Forward(uint8_t* frame, size_t frame_len, size_t headroom, const ParsedPacket& p,
-                    const EncapTarget& target, const EncapConfig& config, uint64_t flow_hash) {
+}  // namespace
+
+template <bool kNicIpv4Checksum>
+EncapResult ForwardAs(uint8_t* frame, size_t frame_len, size_t headroom, const ParsedPacket& p,
+                      const EncapTarget& target, const EncapConfig& config, uint64_t flow_hash) {
   EncapResult r;
   if (p.ip_version == 0 || size_t{p.l3_offset} + p.l3_len > frame_len) return r;
   uint8_t* ip = frame + p.l3_offset;
   if (target.forwarding != Forwarding::kL2Dsr) {
-    r = Encapsulate(ip, p.l3_len, headroom + p.l3_offset, target, config, flow_hash);
+    r = EncapsulateAs<kNicIpv4Checksum>(ip, p.l3_len, headroom + p.l3_offset, target, config, flow_hash);
     if (r.status == EncapStatus::kOk) r.offset += p.l3_offset;
     return r;
   }
@@ -224,6 +237,17 @@ EncapResult Forward(uint8_t* frame, size_t frame_len, size_t headroom, const Par
   r.offset = 0;
   r.length = static_cast<uint32_t>(frame_len);
   return r;
+}
+
+template EncapResult ForwardAs<false>(uint8_t*, size_t, size_t, const ParsedPacket&, const EncapTarget&,
+                                      const EncapConfig&, uint64_t);
+template EncapResult ForwardAs<true>(uint8_t*, size_t, size_t, const ParsedPacket&, const EncapTarget&,
+                                     const EncapConfig&, uint64_t);
+
+EncapResult Encapsulate(uint8_t* ip, size_t ip_len, size_t room_before, const EncapTarget& target,
+                        const EncapConfig& config, uint64_t flow_hash, bool nic_ipv4_checksum) {
+  return nic_ipv4_checksum ? EncapsulateAs<true>(ip, ip_len, room_before, target, config, flow_hash)
+                           : EncapsulateAs<false>(ip, ip_len, room_before, target, config, flow_hash);
 }
 
 uint8_t* WriteL2DsrHeader(uint8_t* ip, const uint8_t* frame, size_t l3_offset,

@@ -102,9 +102,9 @@ uint8_t* Worker::ScratchAlloc(size_t bytes) {
   return p;
 }
 
-bool Worker::AddExtra(const uint8_t* data, size_t len) {
+bool Worker::AddExtra(const uint8_t* data, size_t len, uint8_t tx_offload) {
   if (extra_count_ == extra_.size()) return false;
-  extra_[extra_count_++] = {data, static_cast<uint16_t>(len)};
+  extra_[extra_count_++] = {data, static_cast<uint16_t>(len), tx_offload};
   return true;
 }
 
@@ -265,7 +265,8 @@ void Worker::Send(PacketRef& pkt, const ParsedPacket& p, const VipState& vip, ui
   const bool uses_path_hash = b.target.forwarding != Forwarding::kL2Dsr &&
                               (b.target.backend.is_v6 || encap.flow_bits_v4 != 0);
   const uint64_t path_hash = uses_path_hash ? FlowHash(p.flow, vip.hash_seed) : 0;
-  const EncapResult r = Forward(pkt.data, pkt.len, pkt.headroom, p, b.target, encap, path_hash);
+  const EncapResult r =
+      Forward(pkt.data, pkt.len, pkt.headroom, p, b.target, encap, path_hash, tx_outer_ipv4_checksum_);
   if (r.status == EncapStatus::kOk) [[likely]] {
     // A backend's counters count what was sent to it: only once Forward
     // succeeded (a packet answered with ICMP too-big never reached it).
@@ -275,6 +276,7 @@ void Worker::Send(PacketRef& pkt, const ParsedPacket& p, const VipState& vip, ui
     pkt.action = PacketAction::kTransmit;
     pkt.offset = static_cast<int16_t>(r.offset);
     pkt.out_len = static_cast<uint16_t>(r.length);
+    pkt.tx_offload = r.tx_offload;
     return;
   }
   SendSlow(pkt, p, vip, b, r, path_hash, state);
@@ -324,21 +326,24 @@ void Worker::SendSlow(PacketRef& pkt, const ParsedPacket& p, const VipState& vip
         }
         const uint8_t* out;
         size_t out_len;
+        uint8_t tx_offload = 0;  // L2 DSR: the fragment's own header, checksummed above
         if (b.target.forwarding == Forwarding::kL2Dsr) {
           // Each fragment keeps the frame's VLAN tags, as L2 DSR does for
           // whole packets (p.l3_offset <= 22 bytes fits kScratchHeadroom).
           out = WriteL2DsrHeader(frag, pkt.data, p.l3_offset, b.target, encap);
           out_len = p.l3_offset + len;
         } else {
-          EncapResult fr = Encapsulate(frag, len, kScratchHeadroom, b.target, encap, path_hash);
+          EncapResult fr = Encapsulate(frag, len, kScratchHeadroom, b.target, encap, path_hash,
+                                       tx_outer_ipv4_checksum_);
           if (fr.status != EncapStatus::kOk) {
             extra_count_ = first;
             return Drop(pkt, DropReason::kMtuExceededNoIcmp);
           }
           out = frag + fr.offset;
           out_len = fr.length;
+          tx_offload = fr.tx_offload;
         }
-        if (!AddExtra(out, out_len)) {
+        if (!AddExtra(out, out_len, tx_offload)) {
           extra_count_ = first;
           return Drop(pkt, DropReason::kMtuExceededNoIcmp);
         }

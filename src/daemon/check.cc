@@ -22,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "dataplane/kernel_port.h"
+#include "dataplane/offloads.h"
 #include "dataplane/port.h"
 #include "maglb/conntrack.h"
 #include "maglb/exit_codes.h"
@@ -161,11 +162,12 @@ void DeploymentCheck::CheckPortsAndMemory(const Config& config, uint16_t port, i
     facts.kernel_fanout = plan->distribution == "kernel fanout";
     facts.rx = {dev.rx_desc_lim.nb_min, dev.rx_desc_lim.nb_max, dev.rx_desc_lim.nb_align};
     facts.tx = {dev.tx_desc_lim.nb_min, dev.tx_desc_lim.nb_max, dev.tx_desc_lim.nb_align};
-    Ok(absl::StrFormat("%s: found; NUMA node %s; RX offloads used: %s", facts.label,
+    // As SetUpPort chooses them: frames to backends leave by the last port
+    // (the backend port two-arm, the only one one-arm).
+    const bool toward_backends = p == ports.back();
+    Ok(absl::StrFormat("%s: found; NUMA node %s; %s", facts.label,
                        facts.numa_node < 0 ? "unknown" : absl::StrCat(facts.numa_node),
-                       (dev.rx_offload_capa & RTE_ETH_RX_OFFLOAD_IPV4_CKSUM) != 0
-                           ? "IPv4 header checksum (verified in software otherwise)"
-                           : "none (IPv4 header checksums verified in software)"));
+                       DescribeOffloads(ChooseOffloads(dev, toward_backends), OfferedOffloads(dev))));
     for (const CheckFinding& f : CheckQueues(facts, lcores, queues, plan->rx_wanted, plan->tx_wanted)) Add(f);
     std::vector<LcoreSocket> polling;
     for (uint16_t i = 0; i < queues && i < worker_lcores.size(); ++i) {

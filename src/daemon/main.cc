@@ -323,7 +323,9 @@ absl::StatusOr<PortsPlan> PlanPorts(const AppArgs& args, uint16_t worker_lcores,
 
 absl::StatusOr<Ports> SetUpPorts(const PortsPlan& plan, const Config& config) {
   const std::string origin = MbufsOrigin(config.lb.sizing, config.source);
-  absl::StatusOr<Port> front = SetUpPort(plan.ports[0], plan.pools[0], config.lb.mtu, origin);
+  // Frames toward backends leave by the backend port, two-arm.
+  absl::StatusOr<Port> front =
+      SetUpPort(plan.ports[0], plan.pools[0], config.lb.mtu, origin, /*toward_backends=*/plan.ports.size() == 1);
   if (!front.ok()) return front.status();
   const uint32_t front_queues = front->info().num_queues;
   Ports ports{.kernel = std::nullopt, .front = *std::move(front), .backend = std::nullopt,
@@ -331,7 +333,8 @@ absl::StatusOr<Ports> SetUpPorts(const PortsPlan& plan, const Config& config) {
   if (plan.ports.size() > 1) {
     // The pipeline writes one MAC as ours (replies, outer source), so both
     // arms carry the front port's: they sit on different segments.
-    absl::StatusOr<Port> b = SetUpPort(plan.ports[1], plan.pools[1], config.lb.mtu, origin);
+    absl::StatusOr<Port> b =
+        SetUpPort(plan.ports[1], plan.pools[1], config.lb.mtu, origin, /*toward_backends=*/true);
     absl::Status mac = b.ok() ? b->SetMac(ports.front->mac) : b.status();
     if (!mac.ok()) return mac;
     ports.num_workers = std::min<uint32_t>(ports.num_workers, b->info().num_queues);
@@ -448,6 +451,10 @@ absl::StatusOr<std::unique_ptr<RunningWorkers>> LaunchWorkers(
     c.counters = dp.loop_counters[i].get();
     c.publisher = dp.publisher.get();
     c.pool = port.pool;
+    const PortInfo& backend = ports.backend ? ports.backend->info() : port;
+    c.backend_tx_ipv4_checksum = backend.offloads.tx_ipv4_checksum;
+    c.front_fast_free = port.offloads.tx_fast_free;
+    c.backend_fast_free = backend.offloads.tx_fast_free;
     c.to_control = dp.to_control.get();
     c.from_control = i == 0 ? dp.from_control.get() : nullptr;
     c.rss_owner = running->rss_owner_ ? &*running->rss_owner_ : nullptr;
@@ -484,6 +491,13 @@ void LogStarted(const AppArgs& args, const Config& config, const std::vector<uns
                                                     ports.backend->info().name,
                                                     ports.backend->info().driver)
                                    : std::string(", one-arm");
+  // Which checksums the NICs compute (offloads.h), before the line that
+  // says the LB serves.
+  for (const Port* p : {&ports.front, ports.backend ? &*ports.backend : nullptr}) {
+    if (p == nullptr) continue;
+    LogLine(absl::StrFormat("port %u %s (%s): %s", p->info().port_id, p->info().name, p->info().driver,
+                            DescribeOffloads(p->info().offloads, p->info().offered)));
+  }
   LogLine(absl::StrFormat(
       "started: port %u %s (%s) mac %s%s, %u queue pair%s (%s), %u worker%s on lcore%s %s%s; "
       "config %s generation 1: %u VIPs, %u backends; addresses %s %s; telemetry %s/dpdk_telemetry.v2",
@@ -529,6 +543,7 @@ absl::Status RunControlLoop(const AppArgs& args, const Config& config, int signa
   ControllerOptions copts;
   copts.config_path = args.config_path;
   copts.port = ports.front.info();
+  if (ports.backend) copts.backend_port = ports.backend->info();
   copts.publisher = dp.publisher.get();
   copts.to_control = dp.to_control.get();
   copts.from_control = dp.from_control.get();

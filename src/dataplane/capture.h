@@ -9,7 +9,9 @@
 // rte_eth_tx_burst test one pointer for callbacks whether or not pdump is
 // initialised, so with nobody capturing the workers' path is unchanged.
 // While a capture runs, each worker copies every packet of its queue (up to
-// the tool's snap length) into the tool's pool.
+// the tool's snap length) into the tool's pool. The copy of a sent frame is
+// taken before the NIC sees it: where the port computes the outer IPv4
+// checksum (offloads.h), the capture shows that field 0.
 #ifndef MAGLB_DATAPLANE_CAPTURE_H_
 #define MAGLB_DATAPLANE_CAPTURE_H_
 

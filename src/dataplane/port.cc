@@ -223,7 +223,7 @@ std::string PoolPages(rte_mempool* pool) {
 }  // namespace
 
 absl::StatusOr<Port> SetUpPort(const PortPlan& plan, const PortPool& pool, uint32_t mtu,
-                               const std::string& mbufs_origin) {
+                               const std::string& mbufs_origin, bool toward_backends) {
   const uint16_t port_id = plan.port_id;
   if (!rte_eth_dev_is_valid_port(port_id)) {
     return absl::NotFoundError(absl::StrFormat("no DPDK port %u", port_id));
@@ -267,12 +267,14 @@ absl::StatusOr<Port> SetUpPort(const PortPlan& plan, const PortPool& pool, uint3
     }
     conf.rxmode.mtu = mtu;
   }
-  // The NIC verifies IPv4 header checksums where it can; the worker reads its
-  // verdict from each mbuf (RTE_MBUF_F_RX_IP_CKSUM_*), and the core verifies
-  // in software whatever the NIC left unknown (packet.h, Classify).
-  if ((dev.rx_offload_capa & RTE_ETH_RX_OFFLOAD_IPV4_CKSUM) != 0) {
-    conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_IPV4_CKSUM;
-  }
+  // Checksums and buffer recycling the NIC does for us where it can
+  // (offloads.h): the worker reads the RX verdicts from each mbuf, marks the
+  // frames whose outer checksum the NIC computes, and sends on a fast-free
+  // queue only buffers of one pool with refcnt 1.
+  info.offered = OfferedOffloads(dev);
+  info.offloads = ChooseOffloads(dev, toward_backends);
+  conf.rxmode.offloads |= RxOffloadBits(info.offloads);
+  conf.txmode.offloads |= TxOffloadBits(info.offloads);
 
   rc = rte_eth_dev_configure(port_id, queues, queues, &conf);
   if (rc != 0) return PortError(port_id, "rte_eth_dev_configure", rc);

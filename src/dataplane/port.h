@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "dataplane/dpdk_owners.h"
+#include "dataplane/offloads.h"
 #include "maglb/ip_address.h"
 #include "maglb/port_sizing.h"
 #include "maglb/toeplitz.h"
@@ -38,6 +39,9 @@ struct PortInfo {
   /// the PMD would not say (rss_note says why).
   std::optional<RssConfig> rss;
   std::string rss_note;
+  /// The NIC offloads enabled (offloads.h), and those the port offers.
+  PortOffloads offloads;
+  PortOffloads offered;
   rte_mempool* pool = nullptr;
   /// The largest lb.mtu whose frames the pool's buffers hold whole (sized
   /// from the MTU at start; a reload above it needs a restart).
@@ -127,7 +131,7 @@ class Port {
 
  private:
   friend absl::StatusOr<Port> SetUpPort(const PortPlan& plan, const PortPool& pool, uint32_t mtu,
-                                        const std::string& mbufs_origin);
+                                        const std::string& mbufs_origin, bool toward_backends);
   explicit Port(uint16_t port_id) : owned_(true) { info_.port_id = port_id; }
 
   PortInfo info_;
@@ -147,10 +151,11 @@ uint32_t PortDataRoom(uint32_t mtu);
 /// buffers. Where the PMD cannot spread flows over queues, the plan has one
 /// queue (and says so in distribution): the caller then polls with one
 /// worker. `mbufs_origin` names the config's mbufs key ("FILE:LINE: lb.mbufs
-/// 2000000") in a refusal, empty when computed. On failure the port is
-/// closed again and its pool freed.
+/// 2000000") in a refusal, empty when computed. Enables the offloads of
+/// ChooseOffloads (offloads.h); `toward_backends`: frames to backends leave
+/// by this port. On failure the port is closed again and its pool freed.
 absl::StatusOr<Port> SetUpPort(const PortPlan& plan, const PortPool& pool, uint32_t mtu,
-                               const std::string& mbufs_origin);
+                               const std::string& mbufs_origin, bool toward_backends);
 
 }  // namespace maglb
 

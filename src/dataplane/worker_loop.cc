@@ -13,6 +13,7 @@
 #include <span>
 
 #include "absl/strings/str_format.h"
+#include "dataplane/offloads.h"
 
 namespace maglb {
 
@@ -29,6 +30,7 @@ struct TxBuffer {
   // Frames handed to Flush so far: with n, how many a burst queued (the
   // latency histogram counts them), early flushes included.
   uint64_t flushed = 0;
+  bool fast_free = false;  // MBUF_FAST_FREE: only the worker's pool, refcnt 1 (offloads.h)
   rte_mbuf* frames[kTxCapacity];
   uint64_t queued() const { return flushed + n; }
 };
@@ -47,6 +49,29 @@ void Flush(TxBuffer& b, LoopCounters* counters) {
 void Push(TxBuffer& b, rte_mbuf* m, LoopCounters* counters) {
   if (b.n == kTxCapacity) Flush(b, counters);
   b.frames[b.n++] = m;
+}
+
+// A fast-free queue returns what it sent to the pool of its first frame,
+// unchecked (offloads.h): a frame of another pool (the backend port's, the
+// kernel interface's), or one with another reference, goes as a copy in the
+// worker's pool. Rare frames only (replies, probes, steered errors). Null:
+// no buffer for the copy (counted; `m` is freed).
+[[gnu::noinline]] rte_mbuf* InWorkerPool(const WorkerContext& c, rte_mbuf* m) {
+  if (m->pool == c.pool && rte_mbuf_refcnt_read(m) == 1 && RTE_MBUF_DIRECT(m)) return m;
+  rte_mbuf* copy = rte_pktmbuf_copy(m, c.pool, 0, UINT32_MAX);
+  rte_pktmbuf_free(m);
+  if (copy == nullptr) c.counters->extra_alloc_fail.Add(1);
+  return copy;
+}
+
+// Push, for a frame that may not be of the worker's pool (`maybe_foreign`:
+// known per burst, so the front port's frames pay one predictable branch).
+inline void PushFrame(const WorkerContext& c, TxBuffer& b, rte_mbuf* m, bool maybe_foreign) {
+  if (maybe_foreign && b.fast_free) [[unlikely]] {
+    m = InWorkerPool(c, m);
+    if (m == nullptr) return;
+  }
+  Push(b, m, c.counters);
 }
 
 // The kernel interface's queue: counted as frames to the kernel, and what it
@@ -106,21 +131,6 @@ bool Steer(const WorkerContext& c, rte_mbuf* m, uint16_t to) {
   return true;
 }
 
-// The NIC's verdict on the IPv4 header checksum, for the DPDK-free core.
-// CKSUM_NONE: the header's integrity was verified even though the field is
-// not valid in the data (a PMD that checked and then stripped it).
-RxChecksum RxIpChecksum(uint64_t ol_flags) {
-  switch (ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) {
-    case RTE_MBUF_F_RX_IP_CKSUM_GOOD:
-    case RTE_MBUF_F_RX_IP_CKSUM_NONE:
-      return RxChecksum::kGood;
-    case RTE_MBUF_F_RX_IP_CKSUM_BAD:
-      return RxChecksum::kBad;
-    default:
-      return RxChecksum::kUnknown;
-  }
-}
-
 // A received frame for the pipeline: single-segment, with a snapshot to
 // read it against (else counted, and the caller drops it).
 inline bool Admit(const WorkerContext& c, rte_mbuf* m, const LbState* state, PacketRef* r) {
@@ -157,7 +167,8 @@ void PushExtraFrames(const WorkerContext& c, const PacketRef& r, TxBuffer& to) {
       continue;
     }
     std::memcpy(dst, e.data, e.len);
-    Push(to, f, c.counters);
+    RequestTxOffload(f, e.tx_offload);
+    Push(to, f, c.counters);  // of the worker's pool, refcnt 1: fit for a fast-free queue
   }
 }
 
@@ -169,6 +180,9 @@ constexpr uint16_t kSteeredIn = UINT16_MAX;
 void Process(const WorkerContext& c, rte_mbuf** in, uint16_t n, const LbState* state, uint16_t rx_port,
              TxSet& tx, uint64_t rx_tsc) {
   const bool steered = rx_port == kSteeredIn;
+  // Buffers of another pool than the worker's: the backend port's, or
+  // either port's (handed over by another worker).
+  const bool maybe_foreign = rx_port != c.port_id;
   rte_mbuf* kept[kRxBurst];
   rte_mbuf* drop[kRxBurst];
   PacketRef refs[kRxBurst];
@@ -180,7 +194,7 @@ void Process(const WorkerContext& c, rte_mbuf** in, uint16_t n, const LbState* s
       drop[ndrop++] = m;
       continue;
     }
-    ip_checksum[np] = RxIpChecksum(m->ol_flags);
+    ip_checksum[np] = RxIpChecksum(m->ol_flags, m->packet_type);
     kept[np++] = m;
   }
   if (np > 0) {
@@ -196,11 +210,14 @@ void Process(const WorkerContext& c, rte_mbuf** in, uint16_t n, const LbState* s
     const PacketRef& r = refs[i];
     switch (r.action) {
       case PacketAction::kTransmit:
+        TakeOutFrame(m, r);
+        RequestTxOffload(m, r.tx_offload);
+        PushFrame(c, to_backends, m, maybe_foreign);
+        break;
       case PacketAction::kReply:
       case PacketAction::kFromKernel:  // (ProcessFromKernel's only)
         TakeOutFrame(m, r);
-        Push(r.action == PacketAction::kTransmit ? to_backends : tx.back(steered ? m->port : rx_port), m,
-             c.counters);
+        PushFrame(c, tx.back(steered ? m->port : rx_port), m, maybe_foreign);
         break;
       case PacketAction::kExtra:
         // Fragments of a datagram too big for the tunnel, toward its backend.
@@ -301,8 +318,11 @@ uint16_t ServeKernel(const WorkerContext& c, const LbState* state, TxSet& tx) {
         TakeOutFrame(m, r);
         if (r.action == PacketAction::kReply) {
           PushKernel(tx.kernel, m, c.counters);
+        } else if (r.action == PacketAction::kTransmit) {
+          RequestTxOffload(m, r.tx_offload);
+          PushFrame(c, tx.to_backends(), m, /*maybe_foreign=*/true);  // of the kernel interface's pool
         } else {
-          Push(r.action == PacketAction::kTransmit ? tx.to_backends() : tx.front, m, c.counters);
+          PushFrame(c, tx.front, m, /*maybe_foreign=*/true);
         }
         break;
       case PacketAction::kExtra: {
@@ -350,10 +370,11 @@ int WorkerMain(void* arg) {
   const bool steering = c.rss_owner != nullptr && c.steer_rings != nullptr;
   if (steering) c.worker->SetRssOwner(c.rss_owner, c.index);
   c.worker->SetProbeTable(c.tunnel_probes);
+  c.worker->SetTxOuterIpv4Checksum(c.backend_tx_ipv4_checksum);
   const bool has_kernel = c.kernel_port_id >= 0;
-  TxSet tx{{c.port_id, c.queue, 0, 0, {}},
-           {c.backend_port_id, c.queue, 0, 0, {}},
-           {static_cast<uint16_t>(has_kernel ? c.kernel_port_id : 0), c.queue, 0, 0, {}},
+  TxSet tx{{c.port_id, c.queue, 0, 0, c.front_fast_free, {}},
+           {c.backend_port_id, c.queue, 0, 0, c.backend_fast_free, {}},
+           {static_cast<uint16_t>(has_kernel ? c.kernel_port_id : 0), c.queue, 0, 0, false, {}},
            two_arm,
            has_kernel};
   const TscToNs tsc_to_ns(rte_get_tsc_hz());
@@ -378,7 +399,8 @@ int WorkerMain(void* arg) {
       unsigned k = rte_ring_sc_dequeue_burst(c.from_control, reinterpret_cast<void**>(ctl), kRxBurst,
                                              nullptr);
       c.counters->control_sent.Add(k);
-      for (unsigned i = 0; i < k; ++i) Push(tx.to_backends(), ctl[i], c.counters);
+      // Of the front port's pool (NeighborTask), checked all the same.
+      for (unsigned i = 0; i < k; ++i) PushFrame(c, tx.to_backends(), ctl[i], /*maybe_foreign=*/true);
     }
     if (has_kernel) {
       // Not every pass (worker_loop.h): each frame read is a system call.

@@ -68,7 +68,7 @@ struct alignas(64) LoopCounters {
   Counter to_control;       ///< ARP replies / neighbour adverts passed to the control thread
   Counter control_full;     ///< ... that found the control ring full
   Counter control_sent;     ///< frames the control thread asked us to send
-  Counter extra_alloc_fail; ///< fragments lost for want of a buffer
+  Counter extra_alloc_fail; ///< fragments, and copies (kernel's ARP/ND, fast-free queues), lost for want of a buffer
   Counter no_snapshot;      ///< frames received before the first config snapshot: dropped
   Counter steer_full;       ///< ICMP errors whose owner's steering ring was full: dropped
   Counter to_kernel;        ///< frames written to the kernel interface
@@ -133,7 +133,16 @@ struct WorkerContext {
   Worker* worker = nullptr;
   LoopCounters* counters = nullptr;
   SnapshotPublisher* publisher = nullptr;
+  /// Fragments and copies come from it (the front port's pool); the only
+  /// pool whose buffers go on a fast-free TX queue (offloads.h).
   rte_mempool* pool = nullptr;
+  /// NIC offloads (offloads.h): the backend port (one-arm: the port)
+  /// computes outer IPv4 header checksums; the front / backend port's TX
+  /// queues free buffers without checks (MBUF_FAST_FREE; one-arm both
+  /// flags are the port's).
+  bool backend_tx_ipv4_checksum = false;
+  bool front_fast_free = false;
+  bool backend_fast_free = false;
   rte_ring* to_control = nullptr;    ///< multi-producer, single-consumer
   rte_ring* from_control = nullptr;  ///< drained by worker 0 only (else null)
   /// The front port's RSS: which worker owns a flow. Null: no steering.

@@ -56,7 +56,9 @@ TEST(Metrics, NamesAreUniqueAcrossLabelExpansions) {
   }
   // Its per-backend texts.
   for (std::string_view text : kBackendTextKeys) EXPECT_FALSE(vip.count(std::string(text))) << text;
-  for (const char* text : {"last_refusal", "port", "config"}) EXPECT_FALSE(stats.count(text)) << text;
+  for (const char* text : {"last_refusal", "port", "backend_port", "offloads", "config"}) {
+    EXPECT_FALSE(stats.count(text)) << text;
+  }
 }
 
 TEST(Metrics, FamiliesAgreeAndAreAdjacent) {

@@ -67,7 +67,7 @@ TEST_F(PortPoolTest, TheComputedPoolIsWhatDpdkMakesWithTheConfiguredDescriptors)
   EXPECT_EQ(pool->plan.computed, sum + (sum + 7) / 8);
   EXPECT_FALSE(pool->plan.configured);
 
-  absl::StatusOr<Port> port = SetUpPort(*plan, *pool, 1500, "");
+  absl::StatusOr<Port> port = SetUpPort(*plan, *pool, 1500, "", /*toward_backends=*/true);
   ASSERT_TRUE(port.ok()) << port.status();
   EXPECT_EQ(port->info().mbufs, pool->plan.computed);
   EXPECT_EQ(port->info().pool->size, pool->plan.computed);
@@ -102,7 +102,7 @@ TEST_F(PortPoolTest, AConfiguredPoolGetsThatManyBuffers) {
   ASSERT_TRUE(pool.ok()) << pool.status();
   rte_malloc_socket_stats before{}, after{};
   ASSERT_EQ(rte_malloc_get_socket_stats(plan->socket, &before), 0);
-  absl::StatusOr<Port> port = SetUpPort(*plan, *pool, 1500, MbufsOrigin(sizing, "test.toml"));
+  absl::StatusOr<Port> port = SetUpPort(*plan, *pool, 1500, MbufsOrigin(sizing, "test.toml"), /*toward_backends=*/true);
   ASSERT_TRUE(port.ok()) << port.status();
   ASSERT_EQ(rte_malloc_get_socket_stats(plan->socket, &after), 0);
   // What maglb --check counts for it (4 KiB pages here: one 2.4 KB buffer a
@@ -149,7 +149,7 @@ TEST_F(PortPoolTest, TwoQueuesWithRssCountTheirRingsAndSteering) {
   EXPECT_EQ(pool->plan.tx, 2u * 1024);
   EXPECT_EQ(pool->plan.caches, 3u * 384);
   EXPECT_EQ(pool->plan.rings, 2u * (kControlRingSize - 1) + 2 * (kSteerRingSize - 1));
-  absl::StatusOr<Port> port = SetUpPort(*plan, *pool, 1500, "");
+  absl::StatusOr<Port> port = SetUpPort(*plan, *pool, 1500, "", /*toward_backends=*/true);
   ASSERT_TRUE(port.ok()) << port.status();
   EXPECT_EQ(PoolObjects(port->info().pool), pool->plan.computed);
 }
@@ -180,7 +180,7 @@ TEST_F(PortPoolTest, APoolThatDoesNotFitIsRefusedNamingTheKey) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   absl::StatusOr<PortPool> pool = PlanPortPool(*plan, {*plan}, 1, sizing, "lb.toml");
   ASSERT_TRUE(pool.ok()) << pool.status();
-  absl::StatusOr<Port> port = SetUpPort(*plan, *pool, 1500, MbufsOrigin(sizing, "lb.toml"));
+  absl::StatusOr<Port> port = SetUpPort(*plan, *pool, 1500, MbufsOrigin(sizing, "lb.toml"), /*toward_backends=*/true);
   ASSERT_FALSE(port.ok());
   EXPECT_EQ(port.status().code(), absl::StatusCode::kResourceExhausted);
   const std::string msg(port.status().message());
