@@ -84,30 +84,42 @@ absl::StatusOr<LookupTable> PlainWalkMaglevTable(std::span<const BackendSpec> ba
 
 // Builder and plain walk side by side, per (N, M, weight range). Run both
 // filters in one process and compare the pairs' ratio, not absolute times.
+// A pair benchmark's arguments: N backends, table size M, weights 1..range.
+struct PairCase {
+  explicit PairCase(const benchmark::State& state)
+      : backends(WeightedBackends(static_cast<int>(state.range(0)), static_cast<uint32_t>(state.range(2)))),
+        m(static_cast<uint32_t>(state.range(1))),
+        label(absl::StrFormat("N=%d M=%u w=1..%d", backends.size(), m, state.range(2))) {}
+  std::vector<BackendSpec> backends;
+  uint32_t m;
+  std::string label;
+};
+
+// Whether the plain walk builds the builder's table (else the benchmark is
+// skipped: a baseline that builds something else measures nothing).
+bool BaselineAgrees(benchmark::State& state, const PairCase& c) {
+  if (PlainWalkMaglevTable(c.backends, c.m)->slots() == BuildMaglevTable(c.backends, c.m)->slots()) return true;
+  state.SkipWithError("plain walk and builder disagree: the baseline is wrong");
+  return false;
+}
+
 void BM_Builder(benchmark::State& state) {
-  std::vector<BackendSpec> b = WeightedBackends(static_cast<int>(state.range(0)),
-                                                static_cast<uint32_t>(state.range(2)));
-  const uint32_t m = static_cast<uint32_t>(state.range(1));
+  const PairCase c(state);
   for (auto _ : state) {
-    absl::StatusOr<LookupTable> t = BuildMaglevTable(b, m);
+    absl::StatusOr<LookupTable> t = BuildMaglevTable(c.backends, c.m);
     benchmark::DoNotOptimize(t);
   }
-  state.SetLabel(absl::StrFormat("N=%d M=%u w=1..%d", b.size(), m, state.range(2)));
+  state.SetLabel(c.label);
 }
 
 void BM_PlainWalk(benchmark::State& state) {
-  std::vector<BackendSpec> b = WeightedBackends(static_cast<int>(state.range(0)),
-                                                static_cast<uint32_t>(state.range(2)));
-  const uint32_t m = static_cast<uint32_t>(state.range(1));
-  if (PlainWalkMaglevTable(b, m)->slots() != BuildMaglevTable(b, m)->slots()) {
-    state.SkipWithError("plain walk and builder disagree: the baseline is wrong");
-    return;
-  }
+  const PairCase c(state);
+  if (!BaselineAgrees(state, c)) return;
   for (auto _ : state) {
-    absl::StatusOr<LookupTable> t = PlainWalkMaglevTable(b, m);
+    absl::StatusOr<LookupTable> t = PlainWalkMaglevTable(c.backends, c.m);
     benchmark::DoNotOptimize(t);
   }
-  state.SetLabel(absl::StrFormat("N=%d M=%u w=1..%d", b.size(), m, state.range(2)));
+  state.SetLabel(c.label);
 }
 
 // The two side by side in one loop: each iteration times the plain walk and
@@ -136,27 +148,22 @@ double Median(std::vector<double> v) {
 }
 
 void BM_BuilderOverPlainWalk(benchmark::State& state) {
-  std::vector<BackendSpec> b = WeightedBackends(static_cast<int>(state.range(0)),
-                                                static_cast<uint32_t>(state.range(2)));
-  const uint32_t m = static_cast<uint32_t>(state.range(1));
-  if (PlainWalkMaglevTable(b, m)->slots() != BuildMaglevTable(b, m)->slots()) {
-    state.SkipWithError("plain walk and builder disagree: the baseline is wrong");
-    return;
-  }
+  const PairCase c(state);
+  if (!BaselineAgrees(state, c)) return;
   std::vector<double> plain, builder, ratio;
   long plain_faults = 0, builder_faults = 0;
   for (auto _ : state) {
     const long f0 = MinorFaults();
     const double t0 = ThreadCpuMs();
     {
-      absl::StatusOr<LookupTable> t = PlainWalkMaglevTable(b, m);
+      absl::StatusOr<LookupTable> t = PlainWalkMaglevTable(c.backends, c.m);
       benchmark::DoNotOptimize(t);
     }
     const double t1 = ThreadCpuMs();
     const long f1 = MinorFaults();
     const double t2 = ThreadCpuMs();
     {
-      absl::StatusOr<LookupTable> t = BuildMaglevTable(b, m);
+      absl::StatusOr<LookupTable> t = BuildMaglevTable(c.backends, c.m);
       benchmark::DoNotOptimize(t);
     }
     const double t3 = ThreadCpuMs();
@@ -172,7 +179,7 @@ void BM_BuilderOverPlainWalk(benchmark::State& state) {
   // Page faults per build (first touches of freshly mapped memory).
   state.counters["plain_faults"] = static_cast<double>(plain_faults) / plain.size();
   state.counters["builder_faults"] = static_cast<double>(builder_faults) / builder.size();
-  state.SetLabel(absl::StrFormat("N=%d M=%u w=1..%d", b.size(), m, state.range(2)));
+  state.SetLabel(c.label);
 }
 
 void PairArgs(benchmark::internal::Benchmark* bench) {
