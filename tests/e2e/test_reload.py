@@ -253,6 +253,14 @@ def check_latency_grows(tb):
     check(sum(counts.values()) == 10 and grown >= 10 * 3 and
           all(a >= b for a, b in zip(after["per_worker"]["0"], before["per_worker"]["0"])),
           "10 curl requests: the latency histogram counts %d more frames sent, no bucket shrank" % grown)
+    # The argument is the first worker of a page: anything but digits (or
+    # more of them than any worker count) is refused, and past the last
+    # worker the page is empty; maglb keeps answering.
+    for arg in ("abc", "-1", "1e3", "0x1", "99999999999999999999", "0,0"):
+        check(tb.telemetry("/maglb/latency," + arg) is None, "/maglb/latency,%s: refused (null)" % arg)
+    past = tb.telemetry("/maglb/latency,5")
+    check(past is not None and not past.get("per_worker"), "/maglb/latency,5 (one worker): an empty page")
+    check(timed(tb.telemetry("/maglb/latency")) >= timed(after), "and /maglb/latency still answers")
 
 
 def fake_maglb_stats(reply, fmt="table"):
