@@ -81,22 +81,24 @@ receive to transmit inside maglb, TSC) at both ends of the window and
 reports p50/p99/p99.9 of the difference (each the upper bound of the bucket
 holding that rank) and the rate reached.
 
---reload (memif): per case, runs at 90% of the maximum rate, interleaved
-without and with reloads: during the window the config is rewritten 100
+--reload: per case, interleaved runs without and with reloads; with memif
+(default, --reload-source) at 90% of the maximum rate, with replay
+(--reload-source replay: no generator process sharing CPU 0 with maglb's
+control thread, but no pacing) at the replay's full rate; during the window the config is rewritten 100
 times a second (a temp file renamed over it; a 4th backend added, reweighted,
-removed in turn). Compares the rates; after pktgen stopped (its linger lets
-maglb drain the ring), checks rx = tx + counted drops (`maglbctl stats`) and
-pktgen's sent total against maglb's rx; polls /maglb/reloads at 10 Hz and
+removed in turn). Compares the rates; checks rx = tx + counted drops
+(`maglbctl stats`; with memif after pktgen stopped, its linger letting maglb
+drain the ring) and pktgen's sent total against maglb's rx; polls /maglb/reloads at 10 Hz and
 reports the time from each rename to the workers using the new tables.
 
 Workers (`--workers N`): maglb gets N worker lcores and testpmd N forwarding
-cores. Neither net_pcap nor net_memif spreads flows (no RSS), so maglb polls
-the port with ONE queue whatever N is (src/dataplane/port.cc PlannedQueues:
-several queues only with RSS or net_af_packet's kernel fanout, so that a flow
-stays on the worker holding its conntrack entry); the other lcores idle, and
-the harness says so (from maglb's `started:` line). A scaling curve needs a
-port with RSS (a NIC, or net_af_packet); the per-worker table is printed
-either way.
+cores. With replay the capture is split into N files by a hash of each
+frame's addresses and ports (as RSS would spread them: a flow in one file) and
+net_pcap gets one rx_pcap per file, so each of maglb's workers and testpmd's
+cores (--rxq/--txq N) reads one queue (src/dataplane/port.cc PlannedQueues:
+"one source per queue"). net_memif and the FIFO offer one queue: maglb polls
+it with one worker whatever N is, the other lcores idle, and the harness says
+so (from maglb's `started:` line). The per-worker table is printed either way.
 
 CPUs: the main lcores (both programs) and the streamer or generator on CPU 0,
 workers on CPU 1..N; the output says where each ran.
@@ -120,6 +122,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fullpath_daemon as daemon  # noqa: E402
@@ -189,8 +192,35 @@ def pcap_packets(pcap):
     return max(0, (os.path.getsize(pcap) - 24) // (16 + traffic.FRAME_LEN))
 
 
-def replay_mbufs(packets):
-    return packets + POOL_EXTRA_MBUFS
+def replay_mbufs(packets, queues=1):
+    return packets + POOL_EXTRA_MBUFS * queues
+
+
+def split_pcap(pcap, parts):
+    """The records of `pcap` in `parts` files by a hash of each frame's IPv4
+    addresses and ports (the frames fullpath_traffic writes: untagged, IHL
+    5), so that every flow is in one file, as RSS keeps a flow on one queue.
+    Cached beside the file; returns the paths."""
+    paths = ["%s.q%dof%d.pcap" % (pcap, i, parts) for i in range(parts)]
+    if all(os.path.exists(q) and os.path.getmtime(q) >= os.path.getmtime(pcap) for q in paths):
+        return paths
+    record = 16 + traffic.FRAME_LEN
+    outs = [[] for _ in range(parts)]
+    with open(pcap, "rb") as f:
+        header = f.read(24)
+        while True:
+            rec = f.read(record)
+            if len(rec) < record:
+                break
+            outs[zlib.crc32(rec[16 + 26:16 + 38]) % parts].append(rec)
+    for path, recs in zip(paths, outs):
+        if not recs:
+            raise ValueError("%s: no frames hash to %s (too few flows for %d queues)" % (pcap, path, parts))
+        with open(path + ".tmp", "wb") as f:
+            f.write(header)
+            f.writelines(recs)
+        os.replace(path + ".tmp", path)
+    return paths
 
 
 def pool_bytes(mbufs, pools, huge):
@@ -297,7 +327,8 @@ def plan_memory(args, case_list):
     hp = Hugepages()
     replayed = [c.packets for c in case_list if "replay" in args.source or
                 ("auto" in args.source and c.packets <= args.replay_max)]
-    need = max([pool_bytes(replay_mbufs(p), 2, True) for p in replayed] or [0]) + HUGE_OVERHEAD_BYTES
+    need = max([pool_bytes(replay_mbufs(p, args.workers), 2, True) for p in replayed] or [0]) + \
+        HUGE_OVERHEAD_BYTES
     if args.hugepages == "auto":
         if need - HUGE_OVERHEAD_BYTES <= MEM_MB << 20:
             return hp
@@ -489,7 +520,8 @@ class Bench:
         """Starts what feeds port 0 and returns (vdev and EAL arguments for the
         consumer, the feeding process or None, the Generator or None)."""
         if source == "replay":
-            return ["--vdev=net_pcap0,rx_pcap=%s,infinite_rx=1" % pcap], None, None
+            files = split_pcap(pcap, self.args.workers) if self.args.workers > 1 else [pcap]
+            return ["--vdev=net_pcap0,%s,infinite_rx=1" % ",".join("rx_pcap=" + f for f in files)], None, None
         if source == "fifo":
             fifo = os.path.join(self.tmp, "rx%d.fifo" % self.seq)
             if os.path.exists(fifo):
@@ -515,11 +547,14 @@ class Bench:
         prefix = self.prefix()
         feed_args, sp, gen = self.feed(pcap, info, source)
         out_path = os.path.join(self.tmp, "%s.log" % prefix)
-        mbufs = replay_mbufs(pcap_packets(pcap)) if source == "replay" else FIFO_TESTPMD_MBUFS
+        mbufs = replay_mbufs(pcap_packets(pcap), self.args.workers) if source == "replay" else FIFO_TESTPMD_MBUFS
+        # A queue per worker where the source has them (replay: a file each).
+        queues = ["--rxq=%d" % self.args.workers, "--txq=%d" % self.args.workers] \
+            if source == "replay" and self.args.workers > 1 else []
         cmd = ["stdbuf", "-oL", self.args.testpmd] + eal_memory(self.hugepages, mbufs, 1) + ["--no-pci", "--file-prefix",
                prefix] + lcore_args(self.args.workers) + feed_args + ["--vdev=net_null0,no-rx=1"] + [
                "--", "--forward-mode=%s" % mode, "--stats-period", "1", "--nb-cores=%d" % self.args.workers,
-               "--total-num-mbufs=%d" % mbufs, "--no-lsc-interrupt"]
+               "--total-num-mbufs=%d" % mbufs, "--no-lsc-interrupt"] + queues
         skip = int(self.args.warmup) + 1  # the first sample covers start-up
         want = skip + int(round(self.args.window))
         samples = []
@@ -573,14 +608,14 @@ class Bench:
         except (daemon.TelemetryError, ValueError) as e:
             return None, str(e)
 
-    def run_maglb(self, pcap, info, source, case, pps=0, latency=False, reload=False):
+    def run_maglb(self, pcap, info, source, case, pps=0, latency=False, reload=None):
         """maglb's rate over the window; with latency, the histogram of the
         window; with reload, the config rewritten 100 times a second in the
         window. memif runs also stop pktgen after the window and check the
         books with nothing in flight."""
         prefix = self.prefix()
         cfg = os.path.join(self.tmp, "%s.toml" % prefix)
-        mbufs = replay_mbufs(pcap_packets(pcap)) if source == "replay" else None
+        mbufs = replay_mbufs(pcap_packets(pcap), self.args.workers) if source == "replay" else None
         with open(cfg, "w") as f:
             f.write(with_pool(config_text(case.capacity), mbufs))
         feed_args, sp, gen = self.feed(pcap, info, source, pps)
@@ -616,7 +651,8 @@ class Bench:
                 poller = daemon.ReloadPoller(
                     lambda: daemon.telemetry(self.telemetry_path(prefix), "/maglb/reloads"), period=0.1)
                 poller.start()
-                reloader = daemon.Reloader(cfg, reload_texts(case.capacity), hz=self.args.reload_hz)
+                reloader = daemon.Reloader(cfg, [with_pool(t, mbufs) for t in reload_texts(case.capacity)],
+                                           hz=self.args.reload_hz)
                 reloader.start()
             time.sleep(self.args.window)
             s2, t2 = self.stats(prefix)
@@ -642,6 +678,14 @@ class Bench:
                 extra["accounting"] = daemon.accounting({}, s3)
                 extra["accounting"]["sent"] = final.get("tx", 0)
                 extra["accounting"]["sent_minus_rx"] = final.get("tx", 0) - extra["accounting"]["rx"]
+            if source == "replay" and reload is not None and "accounting" not in extra:
+                # The replay never pauses: the window's books, read while
+                # frames flow (each worker counts rx as a chunk starts and tx
+                # as it ends, so a read may catch up to one chunk per worker
+                # mid-way).
+                extra["accounting"] = daemon.accounting(s1, s2)
+                extra["accounting"]["in_flight_bound"] = 32 * self.args.workers
+                extra["accounting"]["sent_minus_rx"] = None
             if reload:
                 extra["reload"] = reload_result(reloader, poller, s1, s3 if gen else s2)
         finally:
@@ -988,18 +1032,24 @@ def _books(r):
     a = r.get("accounting")
     if not a:
         return "-", "-"
-    ok = a["unaccounted"] == 0 and a["reasons_sum"] == a["dropped"]
+    bound = a.get("in_flight_bound", 0)
+    ok = abs(a["unaccounted"]) <= bound and a["reasons_sum"] == a["dropped"]
     why = ", ".join("%s %d" % kv for kv in sorted(a["drop_reasons"].items()))
-    books = ("yes" if ok else "NO: %d unaccounted" % a["unaccounted"]) + \
+    books = ("yes" if ok and not a["unaccounted"] else
+             "yes, %+d in flight at the reads" % a["unaccounted"] if ok else
+             "NO: %d unaccounted" % a["unaccounted"]) + \
         (" (%d dropped: %s)" % (a["dropped"], why) if a["dropped"] else " (0 dropped)")
     if a["tx_full"]:
         books += ", %d refused by the TX ring (tx_full)" % a["tx_full"]
-    return books, "%d" % a["sent_minus_rx"]
+    return books, "-" if a["sent_minus_rx"] is None else "%d" % a["sent_minus_rx"]
 
 
 def render_reload(paced, args):
-    lines = ["Reload under load: 90%% of the maximum rate, memif source, config rewritten %g times a second "
-             "in the window (4th backend added, reweighted, removed in turn):" % args.reload_hz, "",
+    replay = getattr(args, "reload_source", "memif") == "replay"
+    lines = ["Reload under load: %s, config rewritten %g times a second in the window (4th backend added, "
+             "reweighted, removed in turn):" % ("the replay's full rate (net_pcap infinite_rx, no generator process)"
+                                                if replay else "90% of the maximum rate, memif source",
+                                                args.reload_hz), "",
              "| mix | flows | round | Mpps without reloads | Mpps with reloads | ratio | renames (late ticks) "
              "| reloads ok / refused | records: applied / unchanged / refused; renames coalesced / pending "
              "| rename → workers p50 / p99 / max ms "
@@ -1029,14 +1079,16 @@ def render_reload(paced, args):
                 b["mpps"] / a["mpps"] if a["mpps"] else 0.0, rl.get("renames", 0), rl.get("late_ticks", 0),
                 rl.get("reloads_ok", 0), rl.get("reloads_refused", 0), records, timing, ba, bb, sa, sb))
     lines.append("")
-    lines.append("Books read after pktgen stopped (it lingers 300 ms so that maglb drains the ring), over "
-                 "maglb's whole run. records: the daemon's reload records (/maglb/reloads, polled at 10 Hz) "
+    lines.append(("Books over the window, read while the replay runs (a read may catch a chunk mid-way: "
+                  "up to 32 frames a worker). " if replay else
+                  "Books read after pktgen stopped (it lingers 300 ms so that maglb drains the ring), over "
+                  "maglb's whole run. ") + "records: the daemon's reload records (/maglb/reloads, polled at 10 Hz) "
                  "matched to the newest rename before each; coalesced: renames superseded before the daemon "
                  "read the file (a record's event is its first unserved change, so its time runs from the "
                  "oldest rename it serves). rename → workers: from just before the rename to the workers using "
-                 "the new tables. maglb's control thread, which parses and builds each reload, runs on the main "
-                 "lcore's CPU 0 beside pktgen: with few CPUs the rate with reloads includes the generator losing "
-                 "CPU to the builds.")
+                 "the new tables." + ("" if replay else " maglb's control thread, which parses and builds each reload, "
+                 "runs on the main lcore's CPU 0 beside pktgen: with few CPUs the rate with reloads includes the "
+                 "generator losing CPU to the builds."))
     for i, n in enumerate(notes):
         lines.append("[%d] %s" % (i + 1, n))
     return "\n".join(lines)
@@ -1069,10 +1121,11 @@ def machine_header(args, load_before):
 def placement(args):
     ncpu = os.cpu_count() or 1
     asked = args.source if isinstance(args.source, list) else [args.source]
-    uses_gen = "memif" in asked or getattr(args, "latency", False) or getattr(args, "reload", False)
+    reload_gen = getattr(args, "reload", False) and getattr(args, "reload_source", "memif") == "memif"
+    uses_gen = "memif" in asked or getattr(args, "latency", False) or reload_gen
     feeder = "pktgen (memif server)" if uses_gen else "the FIFO streamer (fifo)"
-    text = "placement: main lcores and %s on CPU 0, worker lcore(s) on CPU 1%s" % (
-        feeder, "-%d" % args.workers if args.workers > 1 else "")
+    text = "placement: main lcores, this harness (config writer, telemetry polls) and %s on CPU 0, worker " \
+        "lcore(s) on CPU 1%s" % (feeder, "-%d" % args.workers if args.workers > 1 else "")
     if ncpu <= 2:
         text += "; on %d CPUs the feeder shares CPU 0 with both programs' main lcores (idle) and with " \
                 "whatever else runs on the machine" % ncpu
@@ -1179,15 +1232,38 @@ def run_table(bench, args):
     return results
 
 
+def run_reload_replay(bench, args, case, pcap, info, entry):
+    """--reload --reload-source replay: interleaved runs at the replay's full
+    rate without and with reloads (no generator on CPU 0)."""
+    for rnd in range(args.rounds):
+        pair = {"round": rnd + 1}
+        for with_reloads in (False, True):
+            log("%s (replay): full rate, round %d, %s reloads" % (
+                case.name, rnd + 1, "with" if with_reloads else "without"))
+            r = bench.run_maglb(pcap, info, "replay", case, reload=with_reloads)
+            log("  %.2f Mpps" % r["mpps"])
+            pair["with" if with_reloads else "without"] = r
+        entry["reload"].append(pair)
+
+
 def run_paced(bench, args):
     """--latency and --reload: per case, maglb's maximum rate on memif with
-    pktgen flat out, then paced runs at fractions of it."""
+    pktgen flat out, then paced runs at fractions of it (--reload-source
+    replay: the reload runs at the replay's full rate instead)."""
     results = []
     errors = (RuntimeError, OSError, subprocess.SubprocessError, ValueError, KeyError)
     for case in paced_cases(args):
         pcap, info = bench.pcap(case)
         entry = {"mix": case.mix, "flows": case.flows, "packets": info["packets"], "distinct": info["distinct"],
                  "latency": [], "reload": []}
+        if args.reload and args.reload_source == "replay":
+            try:
+                run_reload_replay(bench, args, case, pcap, info, entry)
+            except errors as e:
+                log("  failed, reload runs skipped: %s" % e)
+            if not args.latency:
+                results.append(entry)
+                continue
         log("%s (memif): maximum rate, pktgen flat out" % case.name)
         try:
             mx = bench.run_maglb(pcap, info, "memif", case, pps=0, latency=args.latency)
@@ -1208,7 +1284,7 @@ def run_paced(bench, args):
                     r = bench.run_maglb(pcap, info, "memif", case, pps=int(frac * rmax), latency=True)
                     log("  %.2f Mpps" % r["mpps"])
                     entry["latency"].append(dict(r, load=frac))
-            if args.reload:
+            if args.reload and args.reload_source == "memif":
                 for rnd in range(args.rounds):
                     pair = {"round": rnd + 1}
                     for with_reloads in (False, True):
@@ -1263,6 +1339,9 @@ def main():
     ap.add_argument("--reload", action="store_true",
                     help="memif: 90%% of the maximum rate without and with config reloads (--reload-hz)")
     ap.add_argument("--reload-hz", type=float, default=100.0, help="config rewrites per second (default 100)")
+    ap.add_argument("--reload-source", choices=["memif", "replay"], default="memif",
+                    help="--reload's source: memif paced at 90%% of the maximum (default; pktgen shares CPU 0 "
+                         "with maglb's control thread), or replay at its full rate (nothing else on CPU 0)")
     ap.add_argument("--no-table", action="store_true", help="skip the main throughput table")
     ap.add_argument("--build", default=os.path.join(REPO, "build-rel"), help="build dir with maglb (release)")
     ap.add_argument("--testpmd", default="/usr/bin/dpdk-testpmd")
@@ -1291,12 +1370,17 @@ def main():
     if os.geteuid() != 0:
         sys.exit("fullpath.py: DPDK needs root (run with sudo)")
     need = [os.path.join(args.build, "maglb"), os.path.join(args.build, "src", "ctl", "maglbctl"), args.testpmd]
-    if "memif" in args.source or args.latency or args.reload:
+    if "memif" in args.source or args.latency or (args.reload and args.reload_source == "memif"):
         need.append(os.path.join(args.build, "bench", "pktgen"))
     for exe in need:
         if not os.access(exe, os.X_OK):
             sys.exit("fullpath.py: %s missing: meson setup build-rel -Dbuildtype=release && "
                      "ninja -C build-rel maglb src/ctl/maglbctl bench/pktgen" % exe)
+    if (os.cpu_count() or 1) > 1:
+        # The harness's own threads (the config writer, telemetry polls) and
+        # the maglbctl it runs stay off the workers' CPUs; DPDK pins its
+        # lcores itself.
+        os.sched_setaffinity(0, {0})
     out_dir = args.out or tempfile.mkdtemp(prefix="maglb-fullpath-out-")
     os.makedirs(out_dir, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="maglb-fullpath-")

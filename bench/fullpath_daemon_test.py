@@ -15,7 +15,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "support"))
 import fake_telemetry  # noqa: E402
+import fullpath  # noqa: E402
 import fullpath_daemon as d  # noqa: E402
+import fullpath_traffic as traffic  # noqa: E402
 
 BOUNDS = [1000, 2000, 4000, 8000]
 
@@ -271,6 +273,48 @@ class Accounting(unittest.TestCase):
         self.assertEqual(a["reasons_sum"], 10)
         self.assertEqual(a["unaccounted"], 0)
         self.assertEqual(d.accounting({}, {"rx_packets": 5, "tx_packets": 3})["unaccounted"], 2)
+
+
+class SplitPcap(unittest.TestCase):
+    """--workers N with replay: one rx_pcap per queue, every flow in one file."""
+
+    def records(self, path):
+        with open(path, "rb") as f:
+            header, body = f.read(24), f.read()
+        size = 16 + traffic.FRAME_LEN
+        return header, [body[i:i + size] for i in range(0, len(body), size)]
+
+    def test_each_flow_lands_in_one_file_and_nothing_is_lost(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            pcap = os.path.join(tmp, "zipf.pcap")
+            recs, info = traffic.build("zipf", 300, 3000)
+            traffic.write(pcap, recs)
+            header, whole = self.records(pcap)
+            parts = fullpath.split_pcap(pcap, 3)
+            self.assertEqual(len(parts), 3)
+            owner, total = {}, 0
+            for i, part in enumerate(parts):
+                h, rs = self.records(part)
+                self.assertEqual(h, header)
+                self.assertGreater(len(rs), 0)
+                total += len(rs)
+                for r in rs:
+                    self.assertEqual(owner.setdefault(r[16 + 26:16 + 38], i), i)
+            self.assertEqual(total, len(whole))
+            self.assertEqual(sorted(r for p in parts for r in self.records(p)[1]), sorted(whole))
+            self.assertEqual(len(owner), info["distinct"])
+            # Cached: the same files, not rewritten.
+            mtimes = [os.path.getmtime(p) for p in parts]
+            self.assertEqual(fullpath.split_pcap(pcap, 3), parts)
+            self.assertEqual([os.path.getmtime(p) for p in parts], mtimes)
+
+    def test_too_few_flows_for_the_queues_is_refused(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            pcap = os.path.join(tmp, "one.pcap")
+            recs, _ = traffic.build("zipf", 1, 50)
+            traffic.write(pcap, recs)
+            with self.assertRaisesRegex(ValueError, "no frames hash to"):
+                fullpath.split_pcap(pcap, 2)
 
 
 if __name__ == "__main__":

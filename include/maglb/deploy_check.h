@@ -29,6 +29,7 @@ struct PortFacts {
   uint16_t max_rx_queues = 1, max_tx_queues = 1;
   bool rss = false;         ///< hashes IP/TCP/UDP flows over queues
   bool kernel_fanout = false;  ///< net_af_packet: the kernel spreads flows
+  bool source_per_queue = false;  ///< net_pcap: each rx_pcap/rx_iface source is one queue
   DescriptorLimits rx, tx;
 };
 

@@ -50,7 +50,7 @@ std::vector<CheckFinding> CheckQueues(const PortFacts& port, uint32_t worker_lco
                                       uint16_t rx_descriptors, uint16_t tx_descriptors) {
   std::vector<CheckFinding> out;
   const uint16_t max_queues = std::min(port.max_rx_queues, port.max_tx_queues);
-  if (worker_lcores > 1 && !port.rss && !port.kernel_fanout) {
+  if (worker_lcores > 1 && !port.rss && !port.kernel_fanout && !port.source_per_queue) {
     out.push_back(Warning(absl::StrFormat(
         "%s: no RSS for IP/TCP/UDP flows: one queue, one worker; %u of %u worker lcores would idle "
         "(give -l one main and one worker lcore, or use a port with RSS)",
@@ -65,8 +65,9 @@ std::vector<CheckFinding> CheckQueues(const PortFacts& port, uint32_t worker_lco
     out.push_back(Ok(absl::StrFormat("%s: %u queue pair%s, one per worker lcore (%s; device: up to %u)",
                                      port.label, queues, queues == 1 ? "" : "s",
                                      queues == 1 ? "single queue"
-                                     : port.rss  ? "RSS"
-                                                 : "kernel fanout",
+                                     : port.rss           ? "RSS"
+                                     : port.kernel_fanout ? "kernel fanout"
+                                                          : "one source per queue",
                                      max_queues)));
   }
   CheckDescriptors(port.label, "RX", rx_descriptors, port.rx, &out);

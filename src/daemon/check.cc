@@ -160,6 +160,7 @@ void DeploymentCheck::CheckPortsAndMemory(const Config& config, uint16_t port, i
     facts.rss = plan->distribution == "rss" ||
                 (dev.flow_type_rss_offloads & (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP)) != 0;
     facts.kernel_fanout = plan->distribution == "kernel fanout";
+    facts.source_per_queue = plan->distribution == "one source per queue";
     facts.rx = {dev.rx_desc_lim.nb_min, dev.rx_desc_lim.nb_max, dev.rx_desc_lim.nb_align};
     facts.tx = {dev.tx_desc_lim.nb_min, dev.tx_desc_lim.nb_max, dev.tx_desc_lim.nb_align};
     // As SetUpPort chooses them: frames to backends leave by the last port

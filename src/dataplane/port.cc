@@ -86,6 +86,13 @@ uint16_t PlannedQueues(const rte_eth_dev_info& dev, const std::string& driver, u
     *distribution = "kernel fanout";
     return queues;
   }
+  if (queues > 1 && driver == "net_pcap") {
+    // One queue per rx_pcap file or rx_iface interface: which flows a queue
+    // carries is what its source holds (bench/fullpath.py splits its capture
+    // by flow). With one queue the PMD would read the first source only.
+    *distribution = "one source per queue";
+    return queues;
+  }
   *distribution = "single queue";
   return 1;
 }

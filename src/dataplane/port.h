@@ -31,8 +31,9 @@ struct PortInfo {
   MacAddress mac;
   uint16_t num_queues = 1;  ///< RX/TX queue pairs, one per polling worker
   /// How flows spread over queues: "rss", "kernel fanout" (net_af_packet
-  /// spreads flows by the kernel's flow hash over its sockets), or "single
-  /// queue".
+  /// spreads flows by the kernel's flow hash over its sockets), "one source
+  /// per queue" (net_pcap: a queue per rx_pcap file or rx_iface), or
+  /// "single queue".
   std::string distribution;
   /// With "rss": the key, hash types and RETA the port applies, read back
   /// after start (ICMP errors are steered by them, worker_loop.h); empty if
@@ -141,7 +142,8 @@ class Port {
 };
 
 /// The queue pairs for `workers` (1 where flows cannot be spread) and how
-/// flows are spread ("rss", "kernel fanout", "single queue").
+/// flows are spread ("rss", "kernel fanout", "one source per queue",
+/// "single queue").
 uint16_t PlannedQueues(const rte_eth_dev_info& dev, const std::string& driver, uint16_t workers,
                        std::string* distribution);
 /// The data room of each buffer for `mtu` (0: Ethernet's): whole frames.

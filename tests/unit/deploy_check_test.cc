@@ -68,6 +68,21 @@ TEST(DeployCheckTest, NoRssMeansOneWorker) {
   EXPECT_EQ(CheckQueues(p, 1, 1, 1024, 1024)[0].level, Level::kOk);
 }
 
+// net_pcap with one capture file per queue: each worker reads its own file.
+TEST(DeployCheckTest, OneSourcePerQueueNeedsNoRss) {
+  PortFacts p = Nic();
+  p.rss = false;
+  p.source_per_queue = true;
+  p.max_rx_queues = p.max_tx_queues = 2;
+  std::vector<CheckFinding> f = CheckQueues(p, 2, 2, 1024, 1024);
+  EXPECT_EQ(f[0].level, Level::kOk) << f[0].text;
+  EXPECT_THAT(f[0].text, HasSubstr("2 queue pairs, one per worker lcore (one source per queue; device: up to 2)"));
+  // More workers than files: the extra ones idle, as with any port.
+  f = CheckQueues(p, 3, 2, 1024, 1024);
+  EXPECT_EQ(f[0].level, Level::kWarning);
+  EXPECT_THAT(f[0].text, HasSubstr("at most 2 queue pairs, 3 worker lcores given"));
+}
+
 TEST(DeployCheckTest, DescriptorsOutsideTheLimitsAreAdjustedAsDpdkDoes) {
   PortFacts p = Nic();
   p.rx = {.min = 64, .max = 512, .align = 32};

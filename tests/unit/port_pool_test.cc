@@ -11,6 +11,7 @@
 #include <rte_mempool.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -152,6 +153,58 @@ TEST_F(PortPoolTest, TwoQueuesWithRssCountTheirRingsAndSteering) {
   absl::StatusOr<Port> port = SetUpPort(*plan, *pool, 1500, "", /*toward_backends=*/true);
   ASSERT_TRUE(port.ok()) << port.status();
   EXPECT_EQ(PoolObjects(port->info().pool), pool->plan.computed);
+}
+
+// net_pcap with two capture files: a queue per file, each queue reading its
+// own file, so each worker gets the flows its file holds.
+TEST_F(PortPoolTest, PcapGivesEachCaptureFileItsOwnQueue) {
+  ASSERT_TRUE(eal_ok_) << "rte_eal_init failed";
+  std::string files[2];
+  for (int f = 0; f < 2; ++f) {
+    files[f] = absl::StrCat(::testing::TempDir(), "port_pool_test_", getpid(), "_", f, ".pcap");
+    FILE* out = std::fopen(files[f].c_str(), "wb");
+    ASSERT_NE(out, nullptr) << files[f];
+    const uint32_t header[6] = {0xa1b2c3d4, 0x00040002, 0, 0, 65535, 1};  // LINKTYPE_ETHERNET
+    std::fwrite(header, sizeof(header), 1, out);
+    for (int i = 0; i < 3 + f; ++i) {  // 3 frames in the first file, 4 in the second
+      uint8_t frame[60] = {};
+      frame[12] = 0x08;
+      frame[59] = static_cast<uint8_t>(f);  // which file it came from
+      const uint32_t record[4] = {0, 0, sizeof(frame), sizeof(frame)};
+      std::fwrite(record, sizeof(record), 1, out);
+      std::fwrite(frame, sizeof(frame), 1, out);
+    }
+    std::fclose(out);
+  }
+  const std::string name = absl::StrCat("net_pcap_pool", next_++);
+  ASSERT_EQ(rte_eal_hotplug_add("vdev", name.c_str(),
+                                absl::StrCat("rx_pcap=", files[0], ",rx_pcap=", files[1]).c_str()),
+            0);
+  uint16_t id = UINT16_MAX;
+  ASSERT_EQ(rte_eth_dev_get_port_by_name(name.c_str(), &id), 0);
+  absl::StatusOr<PortPlan> plan = PlanPort(id, 2, 1500, PortSizingConfig{});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->queues, 2);
+  EXPECT_EQ(plan->distribution, "one source per queue");
+  // Three workers, two files: two queues (the third worker's lcore idles).
+  absl::StatusOr<PortPlan> three = PlanPort(id, 3, 1500, PortSizingConfig{});
+  ASSERT_TRUE(three.ok()) << three.status();
+  EXPECT_EQ(three->queues, 2);
+  absl::StatusOr<PortPool> pool = PlanPortPool(*plan, {*plan}, 2, PortSizingConfig{}, "test.toml");
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  absl::StatusOr<Port> port = SetUpPort(*plan, *pool, 1500, "", /*toward_backends=*/true);
+  ASSERT_TRUE(port.ok()) << port.status();
+  for (uint16_t q = 0; q < 2; ++q) {
+    rte_mbuf* got[16];
+    uint16_t n = 0;
+    for (int tries = 0; tries < 100 && n < 3 + q; ++tries) n += rte_eth_rx_burst(id, q, got + n, 16 - n);
+    EXPECT_EQ(n, 3 + q) << "queue " << q;
+    for (uint16_t i = 0; i < n; ++i) {
+      EXPECT_EQ(rte_pktmbuf_mtod(got[i], const uint8_t*)[59], q) << "queue " << q << " frame " << i;
+      rte_pktmbuf_free(got[i]);
+    }
+  }
+  for (const std::string& f : files) std::remove(f.c_str());
 }
 
 TEST_F(PortPoolTest, TooFewForTheRingsIsRefusedWithTheKeysLine) {
