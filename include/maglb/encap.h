@@ -44,6 +44,7 @@
 #ifndef MAGLB_ENCAP_H_
 #define MAGLB_ENCAP_H_
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -164,7 +165,8 @@ inline EncapResult Forward(uint8_t* frame, size_t frame_len, size_t headroom, co
 /// the EncapConfig changes) and the packet path (ForwardFast) copies it and
 /// patches the rest: DSCP/ECN, total length, the source's flow bits, the
 /// header checksum, and the inner family's word (GRE protocol type, or IPIP's
-/// TTL/protocol). Any other target has none (!valid()): Forward serves it.
+/// TTL/protocol). Any other target has none (!valid()): Forward serves it;
+/// so does an MTU too small for any packet.
 struct Ipv4EncapTemplate {
   /// Bytes copied per packet: the headers, right-aligned, after spare bytes
   /// that land in the headroom before the new frame (one fixed-size copy
@@ -183,7 +185,7 @@ struct Ipv4EncapTemplate {
   uint32_t checksum_base[2] = {};
   uint32_t source = 0;            ///< outer source, host order, flow bits 0
   uint32_t source_flow_mask = 0;  ///< the low flow_bits_v4 bits, host order
-  uint16_t max_ip_len = 0;        ///< EncapResult::usable_mtu
+  uint16_t max_ip_len = 0;        ///< EncapResult::usable_mtu (>= kIpv4HeaderLen)
   uint8_t prepend = 0;            ///< Ethernet + IPv4 (+ GRE) bytes; 0: no template
   uint8_t family_word_at = 0;
 
@@ -194,6 +196,19 @@ struct Ipv4EncapTemplate {
   static Ipv4EncapTemplate Of(const EncapTarget& target, const EncapConfig& config);
 };
 
+namespace encap_internal {
+// Big-endian stores of whole words (one store each, where byte stores would
+// be several and make the compiler reload what it read through `t`).
+inline void StoreBe16(uint8_t* p, uint16_t v) {
+  if constexpr (std::endian::native == std::endian::little) v = static_cast<uint16_t>(v << 8 | v >> 8);
+  std::memcpy(p, &v, 2);
+}
+inline void StoreBe32(uint8_t* p, uint32_t v) {
+  if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap32(v);
+  std::memcpy(p, &v, 4);
+}
+}  // namespace encap_internal
+
 /// Forward() for a target with a valid template `t` (made from that target
 /// and `config`), in the common case only: an IPv4 or IPv6 packet that fits
 /// the MTU, with Ipv4EncapTemplate::kCopy bytes of room before it. Then it
@@ -201,19 +216,6 @@ struct Ipv4EncapTemplate {
 /// prepend bytes before that frame's start, headroom), sets *r as Forward
 /// would, and returns true. Otherwise it writes nothing and returns false:
 /// Forward decides (malformed, too big, no headroom).
-namespace encap_internal {
-// Big-endian stores of whole words (one store each, where byte stores would
-// be several and make the compiler reload what it read through `t`).
-inline void StoreBe16(uint8_t* p, uint16_t v) {
-  v = static_cast<uint16_t>(v << 8 | v >> 8);
-  std::memcpy(p, &v, 2);
-}
-inline void StoreBe32(uint8_t* p, uint32_t v) {
-  v = __builtin_bswap32(v);
-  std::memcpy(p, &v, 4);
-}
-}  // namespace encap_internal
-
 template <bool kNicIpv4Checksum>
 inline bool ForwardFast(uint8_t* frame, size_t frame_len, size_t headroom, const ParsedPacket& p,
                         const Ipv4EncapTemplate& t, uint64_t flow_hash, EncapResult* r) {

@@ -223,7 +223,9 @@ Ipv4EncapTemplate Ipv4EncapTemplate::Of(const EncapTarget& target, const EncapCo
   const bool gre = target.forwarding == Forwarding::kGre;
   const size_t overhead = EncapOverhead(target.forwarding, false);
   const size_t limit = std::min<size_t>(config.mtu, 65535);
-  t.max_ip_len = static_cast<uint16_t>(limit > overhead ? limit - overhead : 0);
+  // An MTU that no IPv4 packet fits: every packet is Forward's (kMtuExceeded).
+  if (limit < overhead + kIpv4HeaderLen) return t;
+  t.max_ip_len = static_cast<uint16_t>(limit - overhead);
   t.prepend = static_cast<uint8_t>(kEthernetHeaderLen + overhead);
   t.source_flow_mask = LowMask32(config.flow_bits_v4);
   t.source = wire::Load32(config.source_v4->bytes.data()) & ~t.source_flow_mask;

@@ -477,8 +477,10 @@ TEST_F(EncapTest, TemplateOnlyForIpv4OuterWithAnIpv4Source) {
   c = config_;
   c.mtu = 100000;  // past what an IPv4 total length holds
   EXPECT_EQ(Ipv4EncapTemplate::Of(gre4, c).max_ip_len, 65535 - 24);
-  c.mtu = 10;
-  EXPECT_EQ(Ipv4EncapTemplate::Of(gre4, c).max_ip_len, 0);
+  c.mtu = 24 + 20;  // the smallest IPv4 packet fits
+  EXPECT_EQ(Ipv4EncapTemplate::Of(gre4, c).max_ip_len, 20);
+  c.mtu = 24 + 19;  // none fits: Forward answers every packet
+  EXPECT_FALSE(Ipv4EncapTemplate::Of(gre4, c).valid());
 }
 
 // ForwardFast against Forward on random packets, targets and configs: where
