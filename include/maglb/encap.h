@@ -215,7 +215,8 @@ inline void StoreBe32(uint8_t* p, uint32_t v) {
 /// writes exactly the frame Forward writes (it may also write the kCopy -
 /// prepend bytes before that frame's start, headroom), sets *r as Forward
 /// would, and returns true. Otherwise it writes nothing and returns false:
-/// Forward decides (malformed, too big, no headroom).
+/// Forward decides (malformed, too big, no headroom; an invalid template
+/// takes nothing).
 template <bool kNicIpv4Checksum>
 inline bool ForwardFast(uint8_t* frame, size_t frame_len, size_t headroom, const ParsedPacket& p,
                         const Ipv4EncapTemplate& t, uint64_t flow_hash, EncapResult* r) {
