@@ -16,7 +16,8 @@
 //                            then vouched for by the NIC / verified by Classify
 //   BM_Step_Classify         prepare + Classify only (packet library)
 //   BM_Step_Classify_ChecksumNic / _ChecksumSoftware  the same split for Classify
-//   BM_Step_ClassifyForward  prepare + Classify + Forward (GRE) only
+//   BM_Step_ClassifyForward  prepare + Classify + forward (GRE) only, as Worker::Send
+//                            does it (ForwardFast on the backend's template, else Forward)
 //   BM_Pipeline_Existing_TxChecksumNic, BM_Pipeline_ExistingHot_TxChecksumNic,
 //   BM_Step_ClassifyForward_TxChecksumNic  the same with the outer IPv4
 //                            header checksum left to the NIC (TX offload:
@@ -352,8 +353,15 @@ void StepClassifyForward(benchmark::State& state, bool tx_checksum_by_nic) {
     pos = (pos + kBurst) & mask;
     for (size_t i = 0; i < kBurst; ++i) {
       Classify({p[i].data, p[i].len}, fx.state->matcher(), fx.state->local(), &parsed, nullptr, bursts.hints()[i]);
-      EncapResult r = Forward(p[i].data, p[i].len, p[i].headroom, parsed, vip.backends[i & 15].target,
-                              fx.state->encap(), i, tx_checksum_by_nic);
+      // As Worker::Send forwards: the backend's template, else Forward.
+      const BackendState& b = vip.backends[i & 15];
+      EncapResult r;
+      const bool fast =
+          tx_checksum_by_nic ? ForwardFast<true>(p[i].data, p[i].len, p[i].headroom, parsed, b.encap_template, i, &r)
+                             : ForwardFast<false>(p[i].data, p[i].len, p[i].headroom, parsed, b.encap_template, i, &r);
+      if (!fast) {
+        r = Forward(p[i].data, p[i].len, p[i].headroom, parsed, b.target, fx.state->encap(), i, tx_checksum_by_nic);
+      }
       benchmark::DoNotOptimize(r);
     }
   }

@@ -44,8 +44,10 @@
 #ifndef MAGLB_ENCAP_H_
 #define MAGLB_ENCAP_H_
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 
 #include "maglb/forwarding.h"
@@ -154,6 +156,115 @@ inline EncapResult Forward(uint8_t* frame, size_t frame_len, size_t headroom, co
                            bool nic_ipv4_checksum) {
   return nic_ipv4_checksum ? ForwardAs<true>(frame, frame_len, headroom, p, target, config, flow_hash)
                            : ForwardAs<false>(frame, frame_len, headroom, p, target, config, flow_hash);
+}
+
+/// The outer headers toward one backend in the common case: kGre or kIpip to
+/// an IPv4 backend with an IPv4 outer source configured. Everything in them
+/// but a few fields is the same for every packet, so it is built once
+/// (LbState does, into BackendState::encap_template, whenever the target or
+/// the EncapConfig changes) and the packet path (ForwardFast) copies it and
+/// patches the rest: DSCP/ECN, total length, the source's flow bits, the
+/// header checksum, and the inner family's word (GRE protocol type, or IPIP's
+/// TTL/protocol). Any other target has none (!valid()): Forward serves it;
+/// so does an MTU too small for any packet.
+struct Ipv4EncapTemplate {
+  /// Bytes copied per packet: the headers, right-aligned, after spare bytes
+  /// that land in the headroom before the new frame (one fixed-size copy
+  /// for both overheads).
+  static constexpr size_t kCopy = 40;
+  static_assert(kCopy >= kEthernetHeaderLen + kIpv4HeaderLen + kGreHeaderLen);
+
+  /// Ethernet + IPv4 (+ GRE), ending at bytes + kCopy, as for an IPv4 inner
+  /// packet with DSCP/ECN 0 and length 0, the flow bits of the source 0, and
+  /// the checksum 0.
+  uint8_t bytes[kCopy] = {};
+  /// By inner family (0: IPv4, 1: IPv6): the 16-bit word at family_word_at
+  /// (from the frame's start), and the unfolded checksum sum of every field
+  /// that does not vary per packet.
+  uint16_t family_word[2] = {};
+  uint32_t checksum_base[2] = {};
+  uint32_t source = 0;            ///< outer source, host order, flow bits 0
+  uint32_t source_flow_mask = 0;  ///< the low flow_bits_v4 bits, host order
+  uint16_t max_ip_len = 0;        ///< EncapResult::usable_mtu (>= kIpv4HeaderLen)
+  uint8_t prepend = 0;            ///< Ethernet + IPv4 (+ GRE) bytes; 0: no template
+  uint8_t family_word_at = 0;
+
+  bool valid() const { return prepend != 0; }
+  friend bool operator==(const Ipv4EncapTemplate&, const Ipv4EncapTemplate&) = default;
+  /// The template for `target` under `config`, or an invalid one where the
+  /// common case does not apply.
+  static Ipv4EncapTemplate Of(const EncapTarget& target, const EncapConfig& config);
+};
+
+namespace encap_internal {
+// Big-endian stores of whole words (one store each, where byte stores would
+// be several and make the compiler reload what it read through `t`).
+inline void StoreBe16(uint8_t* p, uint16_t v) {
+  if constexpr (std::endian::native == std::endian::little) v = static_cast<uint16_t>(v << 8 | v >> 8);
+  std::memcpy(p, &v, 2);
+}
+inline void StoreBe32(uint8_t* p, uint32_t v) {
+  if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap32(v);
+  std::memcpy(p, &v, 4);
+}
+}  // namespace encap_internal
+
+/// Forward() for a target with a valid template `t` (made from that target
+/// and `config`), in the common case only: an IPv4 or IPv6 packet that fits
+/// the MTU, with Ipv4EncapTemplate::kCopy bytes of room before it. Then it
+/// writes exactly the frame Forward writes (it may also write the kCopy -
+/// prepend bytes before that frame's start, headroom), sets *r as Forward
+/// would, and returns true. Otherwise it writes nothing and returns false:
+/// Forward decides (malformed, too big, no headroom; an invalid template
+/// takes nothing).
+template <bool kNicIpv4Checksum>
+inline bool ForwardFast(uint8_t* frame, size_t frame_len, size_t headroom, const ParsedPacket& p,
+                        const Ipv4EncapTemplate& t, uint64_t flow_hash, EncapResult* r) {
+  using encap_internal::StoreBe16;
+  using encap_internal::StoreBe32;
+  const size_t l3 = p.l3_offset;
+  const size_t ip_len = p.l3_len;
+  if (p.ip_version == 0 || l3 + ip_len > frame_len || ip_len < kIpv4HeaderLen || ip_len > t.max_ip_len ||
+      headroom + l3 < Ipv4EncapTemplate::kCopy) {
+    return false;
+  }
+  uint8_t* ip = frame + l3;
+  const uint8_t version = ip[0] >> 4;
+  const bool inner_v6 = version == 6;
+  if (version != 4 && !(inner_v6 && ip_len >= kIpv6HeaderLen)) return false;
+  // RFC 6040 normal mode: the outer header carries the inner DSCP and ECN.
+  const uint8_t tos = inner_v6 ? static_cast<uint8_t>(ip[0] << 4 | ip[1] >> 4) : ip[1];
+  // Everything read from `t` before the first store into the packet.
+  const size_t prepend = t.prepend;
+  const size_t word_at = t.family_word_at;
+  const uint16_t word = t.family_word[inner_v6];
+  const uint32_t flow_bits = static_cast<uint32_t>(flow_hash) & t.source_flow_mask;
+  const uint32_t src = t.source | flow_bits;
+  const uint32_t total = static_cast<uint32_t>(prepend - kEthernetHeaderLen + ip_len);
+  const uint32_t sum_base = t.checksum_base[inner_v6];
+
+  std::memcpy(ip - Ipv4EncapTemplate::kCopy, t.bytes, Ipv4EncapTemplate::kCopy);
+  uint8_t* f = ip - prepend;
+  uint8_t* o = f + kEthernetHeaderLen;
+  StoreBe32(o, 0x45u << 24 | uint32_t{tos} << 16 | total);  // version/IHL, DSCP/ECN, total length
+  StoreBe32(o + 12, src);
+  StoreBe16(f + word_at, word);
+  if constexpr (kNicIpv4Checksum) {
+    r->tx_offload = kTxOffloadOuterIpv4Checksum;  // the template's checksum field is 0
+  } else {
+    // The flow bits and the source's other bits never share a bit, so the
+    // source's words sum as the template's plus the flow bits'.
+    uint32_t sum = sum_base + tos + total + (flow_bits >> 16) + (flow_bits & 0xFFFF);
+    sum = (sum & 0xFFFF) + (sum >> 16);  // < 2^20 before: two folds suffice
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    StoreBe16(o + 10, static_cast<uint16_t>(~sum));
+    r->tx_offload = 0;
+  }
+  r->status = EncapStatus::kOk;
+  r->offset = static_cast<int32_t>(l3 - prepend);
+  r->length = static_cast<uint32_t>(prepend + ip_len);
+  r->usable_mtu = t.max_ip_len;
+  return true;
 }
 
 /// How many IPv4 fragments of at most `max_ip_len` bytes each the IPv4

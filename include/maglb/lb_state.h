@@ -64,6 +64,10 @@ struct BackendState {
   /// gateway's for kGre/kIpip when one is configured, else the backend's).
   EncapTarget target;
   bool next_hop_known = false;  ///< next_hop_mac resolved (static or ARP/ND)
+  /// `target`'s outer headers under the snapshot's encap() (Worker::Send's
+  /// common case), rebuilt with every next-hop resolution, so whenever the
+  /// target or the EncapConfig changes.
+  Ipv4EncapTemplate encap_template;
   std::string name;
 };
 
@@ -185,6 +189,7 @@ class LbState {
                                                                         const LbState*,
                                                                         const LbStateOptions&,
                                                                         bool inputs_only);
+  // Next-hop MACs, and with them every backend's encap_template (from encap_).
   void ResolveNeighbors(const NeighborResolver& resolve);
 
   uint64_t generation_ = 0;

@@ -290,6 +290,12 @@ class Worker {
                 const LbState& state);
   void Send(PacketRef& pkt, const ParsedPacket& p, const VipState& vip, uint16_t backend,
             const LbState& state);
+  [[gnu::noinline]] void SendGeneral(PacketRef& pkt, const ParsedPacket& p, const VipState& vip,
+                                     const BackendState& b, const LbState& state);
+  [[gnu::noinline]] void SendWithFlowBits(PacketRef& pkt, const ParsedPacket& p, const VipState& vip,
+                                          const BackendState& b, const LbState& state);
+  bool SendFast(PacketRef& pkt, const ParsedPacket& p, const BackendState& b, uint64_t path_hash);
+  void Transmit(PacketRef& pkt, const BackendState& b, const EncapResult& r);
   [[gnu::noinline]] void SendSlow(PacketRef& pkt, const ParsedPacket& p, const VipState& vip,
                                   const BackendState& b, const EncapResult& r, uint64_t path_hash,
                                   const LbState& state);

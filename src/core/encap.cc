@@ -213,6 +213,52 @@ EncapResult EncapsulateAs(uint8_t* ip, size_t ip_len, size_t room_before, const 
 
 }  // namespace
 
+Ipv4EncapTemplate Ipv4EncapTemplate::Of(const EncapTarget& target, const EncapConfig& config) {
+  Ipv4EncapTemplate t;
+  if (target.forwarding == Forwarding::kL2Dsr || target.backend.is_v6 || !config.source_v4.has_value() ||
+      config.source_v4->is_v6) {
+    return t;
+  }
+  // As EncapsulateAs writes them, for an IPv4 inner packet.
+  const bool gre = target.forwarding == Forwarding::kGre;
+  const size_t overhead = EncapOverhead(target.forwarding, false);
+  const size_t limit = std::min<size_t>(config.mtu, 65535);
+  // An MTU that no IPv4 packet fits: every packet is Forward's (kMtuExceeded).
+  if (limit < overhead + kIpv4HeaderLen) return t;
+  t.max_ip_len = static_cast<uint16_t>(limit - overhead);
+  t.prepend = static_cast<uint8_t>(kEthernetHeaderLen + overhead);
+  t.source_flow_mask = LowMask32(config.flow_bits_v4);
+  t.source = wire::Load32(config.source_v4->bytes.data()) & ~t.source_flow_mask;
+  const uint32_t dst = wire::Load32(target.backend.bytes.data());
+
+  uint8_t* f = t.bytes + kCopy - t.prepend;
+  WriteEthernet(f, target.next_hop_mac, config.src_mac, kEtherTypeIpv4);
+  uint8_t* o = f + kEthernetHeaderLen;
+  o[0] = 0x45;
+  Store16(o + 6, 0x4000);  // DF; identification 0; tos, length, checksum 0
+  o[8] = config.ttl;
+  o[9] = gre ? kIpProtoGre : kIpProtoIpip;
+  Store32(o + 12, t.source);
+  Store32(o + 16, dst);
+  if (gre) {
+    Store16(o + kIpv4HeaderLen + 2, kEtherTypeIpv4);
+    t.family_word_at = static_cast<uint8_t>(kEthernetHeaderLen + kIpv4HeaderLen + 2);
+    t.family_word[0] = kEtherTypeIpv4;
+    t.family_word[1] = kEtherTypeIpv6;
+  } else {
+    t.family_word_at = static_cast<uint8_t>(kEthernetHeaderLen + 8);
+    t.family_word[0] = static_cast<uint16_t>(uint32_t{config.ttl} << 8 | kIpProtoIpip);
+    t.family_word[1] = static_cast<uint16_t>(uint32_t{config.ttl} << 8 | kIpProtoIpv6);
+  }
+  const uint32_t fixed = 0x4500u + 0x4000u + (t.source >> 16) + (t.source & 0xFFFF) + (dst >> 16) + (dst & 0xFFFF);
+  for (size_t family = 0; family < 2; ++family) {
+    // The TTL/protocol word: IPIP's is the family word, GRE's is the same for both.
+    const uint32_t ttl_proto = gre ? (uint32_t{config.ttl} << 8 | kIpProtoGre) : t.family_word[family];
+    t.checksum_base[family] = fixed + ttl_proto;
+  }
+  return t;
+}
+
 template <bool kNicIpv4Checksum>
 EncapResult ForwardAs(uint8_t* frame, size_t frame_len, size_t headroom, const ParsedPacket& p,
                       const EncapTarget& target, const EncapConfig& config, uint64_t flow_hash) {

@@ -124,6 +124,7 @@ void LbState::ResolveNeighbors(const NeighborResolver& resolve) {
       std::optional<MacAddress> mac = lookup(next_hop);
       b.next_hop_known = mac.has_value();
       b.target.next_hop_mac = mac.value_or(MacAddress{});
+      b.encap_template = Ipv4EncapTemplate::Of(b.target, encap_);
     }
   }
 }
@@ -374,7 +375,7 @@ absl::StatusOr<std::unique_ptr<const LbState>> BuildLbStateImpl(const Config& co
   state->local_.kernel = options.kernel_interface;
   if (options.kernel_interface && config.lb.ipv6) state->local_.v6_link_local = LinkLocalOf(options.port_mac);
   state->encap_ = EncapConfig::FromLbConfig(config.lb, options.port_mac);
-  state->ResolveNeighbors(options.resolve);
+  state->ResolveNeighbors(options.resolve);  // after encap_: the templates take it
   return std::unique_ptr<const LbState>(std::move(state));
 }
 

@@ -256,6 +256,46 @@ void Worker::Send(PacketRef& pkt, const ParsedPacket& p, const VipState& vip, ui
   const BackendState& b = vip.backends[backend];
   // Never to a zero MAC: the control thread is still resolving the next hop.
   if (!b.next_hop_known) return Drop(pkt, DropReason::kNoNeighbor);
+  const Ipv4EncapTemplate& t = b.encap_template;
+  if (!t.valid()) [[unlikely]] return SendGeneral(pkt, p, vip, b, state);
+  // The flow hash (SendGeneral says which) only where the source takes flow
+  // bits, out of line: inlined, its registers cost every packet spills.
+  if (t.source_flow_mask != 0) [[unlikely]] return SendWithFlowBits(pkt, p, vip, b, state);
+  if (!SendFast(pkt, p, b, 0)) [[unlikely]] SendGeneral(pkt, p, vip, b, state);
+}
+
+void Worker::SendWithFlowBits(PacketRef& pkt, const ParsedPacket& p, const VipState& vip,
+                              const BackendState& b, const LbState& state) {
+  if (!SendFast(pkt, p, b, FlowHash(p.flow, vip.hash_seed))) SendGeneral(pkt, p, vip, b, state);
+}
+
+// ForwardFast, then Transmit; false: nothing done.
+inline bool Worker::SendFast(PacketRef& pkt, const ParsedPacket& p, const BackendState& b, uint64_t path_hash) {
+  EncapResult r;
+  const bool built =
+      tx_outer_ipv4_checksum_
+          ? ForwardFast<true>(pkt.data, pkt.len, pkt.headroom, p, b.encap_template, path_hash, &r)
+          : ForwardFast<false>(pkt.data, pkt.len, pkt.headroom, p, b.encap_template, path_hash, &r);
+  if (built) Transmit(pkt, b, r);
+  return built;
+}
+
+// A backend's counters count what was sent to it: only once the frame is
+// built (a packet answered with ICMP too-big never reached it).
+inline void Worker::Transmit(PacketRef& pkt, const BackendState& b, const EncapResult& r) {
+  FlowCounters& bc = counters_->backend[b.counter_slot];
+  bc.packets.Add(1);
+  bc.bytes.Add(pkt.len);
+  pkt.action = PacketAction::kTransmit;
+  pkt.offset = static_cast<int16_t>(r.offset);
+  pkt.out_len = static_cast<uint16_t>(r.length);
+  pkt.tx_offload = r.tx_offload;
+}
+
+// What the template does not cover: L2 DSR, IPv6 outer, no source, and every
+// packet ForwardFast leaves to Forward.
+void Worker::SendGeneral(PacketRef& pkt, const ParsedPacket& p, const VipState& vip,
+                         const BackendState& b, const LbState& state) {
   // The per-flow value that varies the outer source and the IPv6 flow label
   // is the flow's placement hash: stable for the flow and equal on every LB
   // instance (ECMP may move the flow). Never the conntrack's keyed hash,
@@ -267,18 +307,7 @@ void Worker::Send(PacketRef& pkt, const ParsedPacket& p, const VipState& vip, ui
   const uint64_t path_hash = uses_path_hash ? FlowHash(p.flow, vip.hash_seed) : 0;
   const EncapResult r =
       Forward(pkt.data, pkt.len, pkt.headroom, p, b.target, encap, path_hash, tx_outer_ipv4_checksum_);
-  if (r.status == EncapStatus::kOk) [[likely]] {
-    // A backend's counters count what was sent to it: only once Forward
-    // succeeded (a packet answered with ICMP too-big never reached it).
-    FlowCounters& bc = counters_->backend[b.counter_slot];
-    bc.packets.Add(1);
-    bc.bytes.Add(pkt.len);
-    pkt.action = PacketAction::kTransmit;
-    pkt.offset = static_cast<int16_t>(r.offset);
-    pkt.out_len = static_cast<uint16_t>(r.length);
-    pkt.tx_offload = r.tx_offload;
-    return;
-  }
+  if (r.status == EncapStatus::kOk) [[likely]] return Transmit(pkt, b, r);
   SendSlow(pkt, p, vip, b, r, path_hash, state);
 }
 

@@ -210,6 +210,21 @@ void RunLibrary(Fixture& f, const uint8_t* data, size_t size) {
           if (o < buf.data() || o + r.length > buf.data() + buf.size()) std::abort();
           Touch(o, r.length);
         }
+        // The worker's template path: where it takes the packet, Forward's frame exactly.
+        const Ipv4EncapTemplate tmpl = Ipv4EncapTemplate::Of(t, f.encap);
+        if (tmpl.valid()) {
+          std::vector<uint8_t> fast(kMaxEncapPrepend + size);
+          std::memcpy(fast.data() + kMaxEncapPrepend, frame.data(), size);
+          EncapResult fr;
+          if (ForwardFast<false>(fast.data() + kMaxEncapPrepend, size, kMaxEncapPrepend, p, tmpl,
+                                 0x9e3779b97f4a7c15ULL, &fr)) {
+            if (r.status != EncapStatus::kOk || fr.offset != r.offset || fr.length != r.length ||
+                std::memcmp(fast.data() + kMaxEncapPrepend + fr.offset, buf.data() + kMaxEncapPrepend + r.offset,
+                            r.length) != 0) {
+              std::abort();
+            }
+          }
+        }
       }
     }
     const size_t n = BuildIcmpTooBig(frame, p, 1300, p.ip_version == 6 ? *f.local.v6 : *f.local.v4, mac, out);

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 #include <string>
 
 #include "maglb/config.h"
@@ -93,7 +94,7 @@ class EncapTest : public ::testing::Test {
 
 Bytes ClientPacket(bool v6, size_t payload, uint8_t tos = 0x2e << 2 | 1) {
   if (v6) {
-    return Frame6({.src = Ip("2001:db8:c::7"), .dst = Ip("2001:db8::1"), .traffic_class = tos},
+    return Frame6({.src = Ip("2001:db8:c::7"), .dst = Ip("2001:db8::1"), .proto = 17, .traffic_class = tos},
                   Tcp(40000, 443, 0x18, payload));
   }
   return Frame4({.src = Ip("198.51.100.7"), .dst = Ip("10.0.0.1"), .tos = tos}, Tcp(40000, 80, 0x18, payload),
@@ -453,6 +454,150 @@ TEST_F(EncapTest, L2DsrMtu) {
                                 config_, 1);
   EXPECT_EQ(r.status, EncapStatus::kMtuExceeded);
   EXPECT_EQ(r.usable_mtu, 1000u);
+}
+
+// --------------------------------------------- the template's fast path
+
+TEST_F(EncapTest, TemplateOnlyForIpv4OuterWithAnIpv4Source) {
+  const EncapTarget gre4{.forwarding = Forwarding::kGre, .backend = Ip("172.16.0.5"), .next_hop_mac = kGatewayMac};
+  EXPECT_TRUE(Ipv4EncapTemplate::Of(gre4, config_).valid());
+  EncapTarget t = gre4;
+  t.forwarding = Forwarding::kIpip;
+  EXPECT_TRUE(Ipv4EncapTemplate::Of(t, config_).valid());
+  t.forwarding = Forwarding::kL2Dsr;
+  EXPECT_FALSE(Ipv4EncapTemplate::Of(t, config_).valid());
+  t = gre4;
+  t.backend = Ip("2001:db8:b::5");
+  EXPECT_FALSE(Ipv4EncapTemplate::Of(t, config_).valid());
+  EncapConfig c = config_;
+  c.source_v4.reset();
+  EXPECT_FALSE(Ipv4EncapTemplate::Of(gre4, c).valid());
+  c.source_v4 = Ip("2001:db8:ff::10");  // the wrong family: Encapsulate says kNoSource
+  EXPECT_FALSE(Ipv4EncapTemplate::Of(gre4, c).valid());
+  c = config_;
+  c.mtu = 100000;  // past what an IPv4 total length holds
+  EXPECT_EQ(Ipv4EncapTemplate::Of(gre4, c).max_ip_len, 65535 - 24);
+  c.mtu = 24 + 20;  // the smallest IPv4 packet fits
+  EXPECT_EQ(Ipv4EncapTemplate::Of(gre4, c).max_ip_len, 20);
+  c.mtu = 24 + 19;  // none fits: Forward answers every packet
+  EXPECT_FALSE(Ipv4EncapTemplate::Of(gre4, c).valid());
+}
+
+// ForwardFast against Forward on random packets, targets and configs: where
+// the fast path takes a packet, the same frame byte for byte (the header
+// checksum also verified on its own), nothing written beyond its spare bytes
+// in the headroom; where it declines, nothing written at all, and Forward
+// fails or lacks only the fast path's fixed-size room.
+TEST_F(EncapTest, FastPathWritesTheGeneralPathsFramesByteForByte) {
+  std::mt19937_64 rng(20261202);
+  auto below = [&](uint64_t n) { return static_cast<size_t>(rng() % n); };
+  auto random_mac = [&] {
+    MacAddress m;
+    for (uint8_t& b : m.bytes) b = static_cast<uint8_t>(rng());
+    return m;
+  };
+  auto random_v4 = [&] {
+    const uint32_t a = static_cast<uint32_t>(rng());
+    return IpAddress::V4(static_cast<uint8_t>(a >> 24), static_cast<uint8_t>(a >> 16), static_cast<uint8_t>(a >> 8),
+                         static_cast<uint8_t>(a));
+  };
+  size_t fast = 0, declined = 0, declined_but_forwarded = 0;
+  constexpr size_t kRoom = 64;  // real bytes before the frame; `headroom` passes less
+  for (int iteration = 0; iteration < 6000; ++iteration) {
+    const bool inner_v6 = below(2) == 1;
+    const uint8_t tos = static_cast<uint8_t>(rng());
+    const size_t payload = below(4) == 0 ? below(64) : below(1600);
+    Eth eth;
+    for (size_t i = below(3); i > 0; --i) eth.vlans.push_back(static_cast<uint16_t>(below(4095) + 1));
+    const Bytes in = inner_v6 ? Frame6({.src = Ip("2001:db8:c::7"), .dst = Ip("2001:db8::1"), .proto = 17, .traffic_class = tos},
+                                       Udp(40000, 53, payload), eth)
+                              : Frame4({.src = Ip("198.51.100.7"), .dst = Ip("10.0.0.1"), .proto = 17, .tos = tos,
+                                        .df = below(2) == 1},
+                                       Udp(40000, 53, payload), eth);
+    ParsedPacket p;
+    const Verdict v = Classify(in, vips_, local_, &p);
+    ASSERT_EQ(v.action, Action::kToVip) << iteration << " " << DropReasonName(v.reason);
+
+    EncapConfig config;
+    config.src_mac = random_mac();
+    config.source_v4 = random_v4();
+    config.flow_bits_v4 = static_cast<uint8_t>(below(33));
+    config.ttl = static_cast<uint8_t>(below(256));
+    const size_t overhead_guess = 24 - 4 * below(2);
+    config.mtu = static_cast<uint32_t>(below(3) == 0 ? p.l3_len + overhead_guess + below(3) - 1 : 68 + below(9000));
+    const EncapTarget target{.forwarding = below(2) == 0 ? Forwarding::kGre : Forwarding::kIpip,
+                             .backend = random_v4(),
+                             .next_hop_mac = random_mac()};
+    const uint64_t flow_hash = rng();
+    const bool nic = below(2) == 1;
+    size_t headroom = below(kRoom + 1);
+
+    Bytes original(kRoom + in.size() + 16);
+    for (uint8_t& b : original) b = static_cast<uint8_t>(rng());
+    std::copy(in.begin(), in.end(), original.begin() + kRoom);
+    uint8_t* ip_of_original = original.data() + kRoom + p.l3_offset;
+    switch (below(16)) {  // what the fast path must leave to Forward (or, for a version, treat alike)
+      case 0: p.ip_version = 0; break;
+      case 1: p.l3_len = static_cast<uint16_t>(in.size() - p.l3_offset + 1 + below(4)); break;
+      case 2: p.l3_len = static_cast<uint16_t>(below(48)); break;
+      case 3: ip_of_original[0] = static_cast<uint8_t>(below(16) << 4 | (ip_of_original[0] & 0x0F)); break;
+      case 4: headroom = 38 - p.l3_offset + below(4); break;  // around both the GRE room and the copy's
+      default: break;
+    }
+
+    const Ipv4EncapTemplate t = Ipv4EncapTemplate::Of(target, config);
+    ASSERT_TRUE(t.valid());
+    Bytes general = original;
+    const EncapResult want =
+        Forward(general.data() + kRoom, in.size(), headroom, p, target, config, flow_hash, nic);
+    Bytes fast_buf = original;
+    EncapResult got;
+    const bool taken = nic ? ForwardFast<true>(fast_buf.data() + kRoom, in.size(), headroom, p, t, flow_hash, &got)
+                           : ForwardFast<false>(fast_buf.data() + kRoom, in.size(), headroom, p, t, flow_hash, &got);
+    if (!taken) {
+      ++declined;
+      EXPECT_EQ(fast_buf, original) << iteration;
+      if (want.status == EncapStatus::kOk) {
+        ++declined_but_forwarded;
+        EXPECT_LT(headroom + p.l3_offset, Ipv4EncapTemplate::kCopy) << iteration;
+      }
+      continue;
+    }
+    ++fast;
+    ASSERT_EQ(want.status, EncapStatus::kOk) << iteration;
+    ASSERT_EQ(got.status, EncapStatus::kOk);
+    EXPECT_EQ(got.offset, want.offset) << iteration;
+    ASSERT_EQ(got.length, want.length) << iteration;
+    EXPECT_EQ(got.tx_offload, want.tx_offload) << iteration;
+    EXPECT_EQ(got.usable_mtu, want.usable_mtu) << iteration;
+    const size_t start = kRoom + want.offset;
+    const size_t spare = Ipv4EncapTemplate::kCopy - (p.l3_offset - want.offset);
+    // Outside the new frame only the spare bytes before it may differ.
+    for (size_t i = 0; i < original.size(); ++i) {
+      if (i >= start - spare && i < start) continue;
+      ASSERT_EQ(fast_buf[i], general[i]) << "iteration " << iteration << " byte " << i;
+    }
+    // On its own: the outer header's checksum, tos, length and source bits.
+    const uint8_t* o = fast_buf.data() + start + 14;
+    const uint8_t* inner = o + (target.forwarding == Forwarding::kGre ? 24 : 20);
+    const uint8_t inner_version = inner[0] >> 4;
+    const uint8_t want_tos = inner_version == 6 ? static_cast<uint8_t>(Get16(inner) >> 4) : inner[1];
+    EXPECT_EQ(o[1], want_tos) << iteration;
+    EXPECT_EQ(Get16(o + 2), want.length - 14) << iteration;
+    if (nic) {
+      EXPECT_EQ(Get16(o + 10), 0) << iteration;
+      EXPECT_EQ(got.tx_offload, kTxOffloadOuterIpv4Checksum);
+    } else {
+      EXPECT_EQ(RefChecksum({}, o, 20), 0) << iteration;
+    }
+    const uint32_t mask = config.flow_bits_v4 == 32 ? ~0u : (1u << config.flow_bits_v4) - 1;
+    EXPECT_EQ(Get32(o + 12), (Get32(config.source_v4->bytes.data()) & ~mask) |
+                                 (static_cast<uint32_t>(flow_hash) & mask)) << iteration;
+  }
+  // Both sides of every condition were reached.
+  EXPECT_GT(fast, 2000u);
+  EXPECT_GT(declined, 1000u);
+  EXPECT_GT(declined_but_forwarded, 20u);
 }
 
 // ----------------------------------------------------------------- replies

@@ -1,5 +1,6 @@
 #include "maglb/lb_state.h"
 
+#include <cstring>
 #include <map>
 #include <random>
 #include <set>
@@ -251,6 +252,61 @@ TEST(LbStateTest, NextHopsFromStaticNeighborsAndTheResolver) {
   EXPECT_EQ(next->encap().src_mac, Mac("02:aa:00:00:00:01"));
   EXPECT_TRUE(next->FindVip("dsr")->backends[0].next_hop_known ||
               next->FindVip("dsr")->backends[1].next_hop_known);
+}
+
+// Every backend's encap template is what its target and the snapshot's
+// EncapConfig make now (and none for L2 DSR), after every way a snapshot is
+// made: the next hop's MAC, a reload of the encap settings or a backend's
+// address, health.
+void ExpectTemplatesOfTheirInputs(const LbState& s, const MacAddress& gateway_mac) {
+  for (const VipState& v : s.vips()) {
+    for (const BackendState& b : v.backends) {
+      EXPECT_EQ(b.encap_template, Ipv4EncapTemplate::Of(b.target, s.encap())) << v.name << "/" << b.name;
+      EXPECT_EQ(b.encap_template.valid(), v.forwarding != Forwarding::kL2Dsr) << v.name << "/" << b.name;
+      if (!b.encap_template.valid()) continue;
+      const uint8_t* f = b.encap_template.bytes + Ipv4EncapTemplate::kCopy - b.encap_template.prepend;
+      EXPECT_EQ(std::memcmp(f, gateway_mac.bytes.data(), 6), 0) << v.name << "/" << b.name;
+      EXPECT_EQ(f[14 + 8], s.encap().ttl) << v.name << "/" << b.name;
+      EXPECT_EQ(std::memcmp(f + 14 + 16, b.target.backend.bytes.data(), 4), 0) << v.name << "/" << b.name;
+    }
+  }
+}
+
+TEST(LbStateTest, EncapTemplatesFollowEveryInput) {
+  Config c = BaseConfig();
+  c.neighbors.clear();  // the gateway from the resolver
+  const MacAddress first = Mac("02:00:00:00:00:71"), second = Mac("02:00:00:00:00:72");
+  auto resolve_to = [](MacAddress mac) {
+    return [mac](const IpAddress& ip) -> std::optional<MacAddress> {
+      if (ip == *IpAddress::Parse("192.0.2.1")) return mac;
+      return std::nullopt;
+    };
+  };
+  LbStateOptions opts;
+  opts.port_mac = Mac("02:aa:00:00:00:01");
+  opts.resolve = resolve_to(first);
+  auto s = *BuildLbState(c, nullptr, opts);
+  ExpectTemplatesOfTheirInputs(*s, first);
+  const Ipv4EncapTemplate before = s->FindVip("web")->backends[0].encap_template;
+
+  auto moved = s->WithNeighbors(resolve_to(second));
+  ExpectTemplatesOfTheirInputs(*moved, second);
+  EXPECT_NE(moved->FindVip("web")->backends[0].encap_template, before);
+
+  c.lb.encap_ttl = 17;
+  c.lb.encap_source_v4 = Ip("192.0.2.128");
+  c.lb.encap_source_v4_flow_bits = 4;
+  c.lb.mtu = 9000;
+  c.vips[0].backends[0].address = Ip("203.0.113.99");
+  auto reloaded = Build(c, moved.get());
+  ExpectTemplatesOfTheirInputs(*reloaded, second);
+  const Ipv4EncapTemplate& t = reloaded->FindVip("web")->backends[0].encap_template;
+  EXPECT_EQ(t.source_flow_mask, 0xFu);
+  EXPECT_EQ(t.max_ip_len, 9000 - 24);
+
+  auto health = RebuildForInputs(*reloaded, reloaded->options());
+  ASSERT_TRUE(health.ok()) << health.status();
+  ExpectTemplatesOfTheirInputs(**health, second);
 }
 
 TEST(LbStateTest, RefusesWhatItCannotBuild) {

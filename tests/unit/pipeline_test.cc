@@ -168,6 +168,64 @@ TEST_F(PipelineTest, NewFlowIsEncapsulatedToTheTablesChoice) {
 // The outer source bits and the IPv6 flow label come from the flow's
 // placement hash: the same on every worker and every LB instance, whatever
 // their conntrack secrets, and never bits of the keyed conntrack hash.
+// Send's template path against Forward: for every headroom around the outer
+// headers' size, GRE and IPIP, IPv4 and IPv6 inner, flow bits or none, the
+// checksum ours or the NIC's, the worker sends exactly Forward's frame, or
+// drops with kNoHeadroom where Forward finds no room.
+TEST_F(PipelineTest, EveryHeadroomSendsForwardsFrameOrDropsForNoHeadroom) {
+  for (uint8_t flow_bits : {0, 8}) {
+    Config c = BaseConfig();
+    c.lb.encap_source_v4_flow_bits = flow_bits;
+    c.vips.clear();
+    c.vips.push_back(Vip("gre", "198.51.100.80", Protocol::kTcp, 80, Forwarding::kGre, {{"g", 1}}, 113));
+    c.vips.push_back(Vip("ipip", "198.51.100.53", Protocol::kUdp, 53, Forwarding::kIpip, {{"i", 1}}, 114));
+    c.vips.push_back(Vip("gre6in4", "2001:db8::80", Protocol::kTcp, 80, Forwarding::kGre, {{"s", 1}}, 115));
+    c.vips.push_back(Vip("ipip6in4", "2001:db8::53", Protocol::kUdp, 53, Forwarding::kIpip, {{"t", 1}}, 116));
+    const std::unique_ptr<const LbState> state = Build(c);
+    const Bytes frames[] = {
+        TcpFrame("10.0.0.7", 40000, "198.51.100.80", kTcpSyn, 100),
+        testing::Frame4({.src = Ip("10.0.0.7"), .dst = Ip("198.51.100.53"), .proto = 17, .tos = 0xb9},
+                        testing::Udp(5353, 53, 30), {.vlans = {12}}),
+        testing::Frame6({.src = Ip("2001:db8:c::7"), .dst = Ip("2001:db8::80"), .traffic_class = 0x5f},
+                        testing::Tcp(40000, 80, kTcpSyn, 10)),
+        testing::Frame6({.src = Ip("2001:db8:c::7"), .dst = Ip("2001:db8::53"), .proto = 17, .traffic_class = 0xa2},
+                        testing::Udp(5353, 53, 0), {.vlans = {12, 13}}),
+    };
+    for (bool nic : {false, true}) {
+      Worker w(CtConfig(), ConntrackKey::Fixed(3));
+      w.SetTxOuterIpv4Checksum(nic);
+      for (size_t k = 0; k < std::size(frames); ++k) {
+        const VipState& vip = state->vips()[k];
+        ASSERT_TRUE(vip.backends[0].encap_template.valid());
+        for (uint16_t headroom = 0; headroom <= 48; ++headroom) {
+          SCOPED_TRACE(absl::StrCat(vip.name, " flow_bits ", flow_bits, " nic ", nic, " headroom ", headroom));
+          Buf want_buf(frames[k]);
+          ParsedPacket p;
+          ASSERT_EQ(Classify({want_buf.ref.data, want_buf.ref.len}, state->matcher(), state->local(), &p).action,
+                    Action::kToVip);
+          const uint64_t path_hash = flow_bits != 0 ? FlowHash(p.flow, vip.hash_seed) : 0;
+          const EncapResult want = Forward(want_buf.ref.data, want_buf.ref.len, headroom, p,
+                                           vip.backends[0].target, state->encap(), path_hash, nic);
+          Buf b(frames[k]);
+          b.ref.headroom = headroom;
+          w.ProcessPacket(b.ref, *state, kT0);
+          if (want.status != EncapStatus::kOk) {
+            EXPECT_EQ(want.status, EncapStatus::kNoHeadroom);
+            EXPECT_EQ(b.ref.action, PacketAction::kDrop);
+            EXPECT_EQ(b.ref.reason, DropReason::kNoHeadroom);
+            continue;
+          }
+          ASSERT_EQ(b.ref.action, PacketAction::kTransmit);
+          EXPECT_EQ(b.ref.offset, want.offset);
+          EXPECT_EQ(b.ref.tx_offload, want.tx_offload);
+          ASSERT_EQ(b.ref.out_len, want.length);
+          EXPECT_EQ(b.Out(), Bytes(want_buf.ref.data + want.offset, want_buf.ref.data + want.offset + want.length));
+        }
+      }
+    }
+  }
+}
+
 TEST_F(PipelineTest, OuterHeaderPerFlowBitsDoNotDependOnTheConntrackSecret) {
   Config c = BaseConfig();
   c.lb.encap_source_v4_flow_bits = 8;
