@@ -317,10 +317,17 @@ class VipMatcher {
   };
   void Rebuild();
   bool PlaceGroups(uint32_t capacity, uint32_t bound);
-  const Group* FindGroup(const uint8_t* addr, bool is_v6, uint8_t protocol) const;
+  // Classify's common case (packet.cc) inlines the IPv4 lookup.
+  friend struct InlineIpv4Match;
+  // One family at a time (a compile-time constant), so that the IPv4
+  // lookup of the packet path compiles to a straight line.
+  template <bool kIsV6>
+  const Group* FindGroup(const uint8_t* addr, uint8_t protocol) const;
+  template <bool kIsV6>
+  uint16_t MatchFamily(const uint8_t* addr, uint8_t protocol, uint16_t port) const;
   // The group of `addr` that `accept` takes, probing at most max_probe_ slots.
-  template <typename Accept>
-  const Group* Probe(const uint8_t* addr, bool is_v6, Accept accept) const;
+  template <bool kIsV6, typename Accept>
+  const Group* Probe(const uint8_t* addr, Accept accept) const;
 
   std::vector<Spec> specs_;  // control-path copy, in insertion order
   std::vector<Slot> slots_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 
 #include "maglb/checksum.h"
@@ -63,11 +64,11 @@ bool SameGroupAddress(const std::array<uint8_t, 16>& group, const uint8_t* addr,
   return is_v6 ? std::memcmp(group.data(), addr, 16) == 0 : std::memcmp(group.data(), addr, 4) == 0;
 }
 
-// The IPv4 header at `h` (IHL already checked: 20..60 bytes, in the frame)
-// sums to 0xFFFF in ones' complement, checksum field included. Native-order
-// 32-bit words: the folded sum is byte-order independent when it is 0xFFFF.
-inline bool Ipv4HeaderChecksumOk(const uint8_t* h) {
-  const size_t ihl = size_t{h[0] & 0x0Fu} * 4;
+// The IPv4 header at `h`, `ihl` bytes (IHL already checked: 20..60 bytes, in
+// the frame), sums to 0xFFFF in ones' complement, checksum field included.
+// Native-order 32-bit words: the folded sum is byte-order independent when it
+// is 0xFFFF.
+inline bool Ipv4HeaderChecksumOk(const uint8_t* h, size_t ihl) {
   uint64_t s = 0;
   for (size_t i = 0; i < ihl; i += 4) {
     uint32_t w;
@@ -208,20 +209,33 @@ class KeyWords {
     }
   }
   void Store(FlowKey* k, uint16_t src_port, uint16_t dst_port, uint8_t protocol, bool is_v6) const {
-    uint64_t w[5] = {w_[0], w_[1], w_[2], w_[3], 0};
-    // src_port, dst_port (host order), protocol, is_v6, reserved = 0.
-    if constexpr (std::endian::native == std::endian::little) {
-      w[4] = uint64_t{src_port} | uint64_t{dst_port} << 16 | uint64_t{protocol} << 32 |
-             uint64_t{is_v6} << 40;
-    } else {
-      w[4] = uint64_t{src_port} << 48 | uint64_t{dst_port} << 32 | uint64_t{protocol} << 24 |
-             uint64_t{is_v6} << 16;
-    }
+    const uint64_t w[5] = {w_[0], w_[1], w_[2], w_[3], LastWord(src_port, dst_port, protocol, is_v6)};
     static_assert(sizeof(w) == sizeof(FlowKey));
     std::memcpy(static_cast<void*>(k), w, sizeof(w));
   }
+  // An IPv4 key into a FlowKey that is all zero: only its three words that
+  // are not, each a single 8-byte store. (Five words from registers would be
+  // paired into vector stores assembled on the stack.)
+  static void StoreIpv4(FlowKey* k, const uint8_t* src, const uint8_t* dst, uint16_t src_port,
+                        uint16_t dst_port, uint8_t protocol) {
+    auto* out = static_cast<unsigned char*>(static_cast<void*>(k));
+    const uint64_t s = Widen(src);
+    const uint64_t d = Widen(dst);
+    const uint64_t last = LastWord(src_port, dst_port, protocol, false);
+    std::memcpy(out + offsetof(FlowKey, src), &s, 8);
+    std::memcpy(out + offsetof(FlowKey, dst), &d, 8);
+    std::memcpy(out + offsetof(FlowKey, src_port), &last, 8);
+  }
 
  private:
+  // src_port, dst_port (host order), protocol, is_v6, reserved = 0.
+  static uint64_t LastWord(uint16_t src_port, uint16_t dst_port, uint8_t protocol, bool is_v6) {
+    if constexpr (std::endian::native == std::endian::little) {
+      return uint64_t{src_port} | uint64_t{dst_port} << 16 | uint64_t{protocol} << 32 | uint64_t{is_v6} << 40;
+    } else {
+      return uint64_t{src_port} << 48 | uint64_t{dst_port} << 32 | uint64_t{protocol} << 24 | uint64_t{is_v6} << 16;
+    }
+  }
   // 4 address bytes followed by 4 zero bytes, as a native word.
   static uint64_t Widen(const uint8_t* a) {
     uint32_t v;
@@ -246,6 +260,14 @@ bool ToLocal(const uint8_t* a, const LocalAddresses& local, bool is_v6) {
 // interface if there is one, else dropped.
 Verdict Unanswered(const LocalAddresses& local) {
   return local.kernel ? Verdict::Local(Action::kToKernel) : Verdict::Drop(DropReason::kLocalUnsupported);
+}
+
+// Not ICMP and no VIP's (protocol, port): to us, to a VIP's address on another
+// protocol or port, or to nobody.
+Verdict NoVipService(const uint8_t* dst, bool is_v6, const VipMatcher& vips, const LocalAddresses& local) {
+  if (ToLocal(dst, local, is_v6)) return Unanswered(local);
+  if (vips.IsVipAddress(dst, is_v6)) return Verdict::Drop(DropReason::kVipNoService);
+  return Verdict::Drop(DropReason::kNoVip);
 }
 
 // ICMPv4 (IPv4) / ICMPv6 (IPv6, with the pseudo-header) checksum over
@@ -467,10 +489,11 @@ bool VipMatcher::PlaceGroups(uint32_t capacity, uint32_t bound) {
   return true;
 }
 
-template <typename Accept>
-const VipMatcher::Group* VipMatcher::Probe(const uint8_t* addr, bool is_v6, Accept accept) const {
-  if (slots_.empty()) return nullptr;
-  const uint64_t h = AddressHash(addr, is_v6, key_);
+template <bool kIsV6, typename Accept>
+[[gnu::always_inline]] inline const VipMatcher::Group* VipMatcher::Probe(const uint8_t* addr,
+                                                                        Accept accept) const {
+  // Empty: max_probe_ is 0 and nothing is read.
+  const uint64_t h = AddressHash(addr, kIsV6, key_);
   const uint16_t tag = static_cast<uint16_t>(h >> 48);
   // No group lies further than max_probe_ slots from its home (the groups of
   // one address, one per protocol, share it): a lookup stops there even when
@@ -481,18 +504,21 @@ const VipMatcher::Group* VipMatcher::Probe(const uint8_t* addr, bool is_v6, Acce
     if (s.group == kNone) return nullptr;
     if (s.tag != tag) continue;
     const Group& g = groups_[s.group];
-    if (g.is_v6 == is_v6 && SameGroupAddress(g.addr, addr, is_v6) && accept(g)) return &g;
+    if (g.is_v6 == kIsV6 && SameGroupAddress(g.addr, addr, kIsV6) && accept(g)) return &g;
   }
   return nullptr;
 }
 
-const VipMatcher::Group* VipMatcher::FindGroup(const uint8_t* addr, bool is_v6,
-                                               uint8_t protocol) const {
-  return Probe(addr, is_v6, [protocol](const Group& g) { return g.protocol == protocol; });
+template <bool kIsV6>
+[[gnu::always_inline]] inline const VipMatcher::Group* VipMatcher::FindGroup(const uint8_t* addr,
+                                                                            uint8_t protocol) const {
+  return Probe<kIsV6>(addr, [protocol](const Group& g) { return g.protocol == protocol; });
 }
 
-uint16_t VipMatcher::Match(const uint8_t* addr, bool is_v6, uint8_t protocol, uint16_t port) const {
-  const Group* g = FindGroup(addr, is_v6, protocol);
+template <bool kIsV6>
+[[gnu::always_inline]] inline uint16_t VipMatcher::MatchFamily(const uint8_t* addr, uint8_t protocol,
+                                                              uint16_t port) const {
+  const Group* g = FindGroup<kIsV6>(addr, protocol);
   if (g == nullptr) return kNone;
   const PortEntry* e = ports_.data() + g->first_port;
   for (uint16_t i = 0; i < g->num_ports; ++i) {
@@ -501,10 +527,14 @@ uint16_t VipMatcher::Match(const uint8_t* addr, bool is_v6, uint8_t protocol, ui
   return g->wildcard;
 }
 
+uint16_t VipMatcher::Match(const uint8_t* addr, bool is_v6, uint8_t protocol, uint16_t port) const {
+  return is_v6 ? MatchFamily<true>(addr, protocol, port) : MatchFamily<false>(addr, protocol, port);
+}
+
 uint16_t VipMatcher::MatchAnyPort(const uint8_t* addr, bool is_v6, uint8_t protocol,
                                   bool* ambiguous) const {
   *ambiguous = false;
-  const Group* g = FindGroup(addr, is_v6, protocol);
+  const Group* g = is_v6 ? FindGroup<true>(addr, protocol) : FindGroup<false>(addr, protocol);
   if (g == nullptr) return kNone;
   if (g->wildcard != kNone) return g->wildcard;
   if (g->num_ports == 1) return ports_[g->first_port].index;
@@ -513,27 +543,41 @@ uint16_t VipMatcher::MatchAnyPort(const uint8_t* addr, bool is_v6, uint8_t proto
 }
 
 bool VipMatcher::IsVipAddress(const uint8_t* addr, bool is_v6) const {
-  return Probe(addr, is_v6, [](const Group&) { return true; }) != nullptr;
+  const auto any = [](const Group&) { return true; };
+  return (is_v6 ? Probe<true>(addr, any) : Probe<false>(addr, any)) != nullptr;
 }
+
+// Match() for IPv4, inlined into Classify's common case: no family dispatch,
+// no call (VipMatcher's friend).
+struct InlineIpv4Match {
+  [[gnu::always_inline]] static uint16_t Match(const VipMatcher& vips, const uint8_t* addr, uint8_t protocol,
+                                               uint16_t port) {
+    return vips.MatchFamily<false>(addr, protocol, port);
+  }
+};
 
 // ------------------------------------------------------------------ Classify
 
-Verdict Classify(std::span<const uint8_t> frame, const VipMatcher& vips,
-                 const LocalAddresses& local, ParsedPacket* out, const MacAddress* port_mac,
-                 RxChecksum ip_checksum) {
+namespace {
+
+// A unicast destination MAC that is not the port's (see Classify in
+// packet.h). `d` holds at least the Ethernet header.
+inline bool ForeignUnicast(const uint8_t* d, const MacAddress* port_mac) {
+  // The I/G bit (first byte, bit 0) marks broadcast and multicast: those pass.
+  return port_mac != nullptr && (d[0] & 1) == 0 &&
+         std::memcmp(d, port_mac->bytes.data(), port_mac->bytes.size()) != 0;
+}
+
+// Every frame: the general parser (VLAN tags, IPv6, options, fragments, ICMP,
+// ARP/ND, every drop). Out of line, so that its register pressure does not
+// lengthen the prologue of the common case (ClassifyPlainIpv4).
+[[gnu::noinline]] Verdict ClassifyGeneral(const uint8_t* d, size_t n, const VipMatcher& vips,
+                                          const LocalAddresses& local, ParsedPacket* out,
+                                          const MacAddress* port_mac, RxChecksum ip_checksum) {
   *out = ParsedPacket{};
   ParsedPacket& p = *out;
-  const uint8_t* d = frame.data();
-  // No frame is longer than 64 KiB; ignoring bytes past it keeps every
-  // offset in ParsedPacket's 16 bits.
-  const size_t n = std::min<size_t>(frame.size(), 0xFFFF);
   if (n < kEthernetHeaderLen) return Verdict::Drop(DropReason::kTooShort);
-  // The I/G bit (first byte, bit 0) marks broadcast and multicast: those
-  // pass; a unicast destination must be ours (see Classify in packet.h).
-  if (port_mac != nullptr && (d[0] & 1) == 0 &&
-      std::memcmp(d, port_mac->bytes.data(), port_mac->bytes.size()) != 0) {
-    return Verdict::Drop(DropReason::kNotOurMac);
-  }
+  if (ForeignUnicast(d, port_mac)) return Verdict::Drop(DropReason::kNotOurMac);
 
   size_t off = 12;
   uint16_t ethertype = Load16(d + off);
@@ -557,7 +601,7 @@ Verdict Classify(std::span<const uint8_t> frame, const VipMatcher& vips,
     // After the structural checks (so that a malformed header keeps its own
     // reason), before anything is looked up by its fields.
     if (ip_checksum != RxChecksum::kGood &&
-        (ip_checksum == RxChecksum::kBad || !Ipv4HeaderChecksumOk(d + off))) [[unlikely]] {
+        (ip_checksum == RxChecksum::kBad || !Ipv4HeaderChecksumOk(d + off, size_t{d[off] & 0x0Fu} * 4))) [[unlikely]] {
       return Verdict::Drop(DropReason::kBadIpv4Checksum);
     }
   } else if (ethertype == kEtherTypeIpv6) {
@@ -614,8 +658,8 @@ Verdict Classify(std::span<const uint8_t> frame, const VipMatcher& vips,
     if (index != VipMatcher::kNone) return Verdict::ToVip(index);
   }
 
-  const bool to_local = ToLocal(ip.dst, local, is_v6);
   if (ip.proto == (is_v6 ? kIpProtoIcmpv6 : kIpProtoIcmp)) {
+    const bool to_local = ToLocal(ip.dst, local, is_v6);
     if (ip.end < l4 + 4) return Verdict::Drop(DropReason::kTooShort);
     p.icmp_type = h[0];
     p.icmp_code = h[1];
@@ -638,9 +682,97 @@ Verdict Classify(std::span<const uint8_t> frame, const VipMatcher& vips,
     // Errors about the kernel's own connections, replies to its pings.
     return to_local ? Unanswered(local) : Verdict::Drop(DropReason::kVipIcmpUnsupported);
   }
-  if (to_local) return Unanswered(local);
-  if (vips.IsVipAddress(ip.dst, is_v6)) return Verdict::Drop(DropReason::kVipNoService);
-  return Verdict::Drop(DropReason::kNoVip);
+  return NoVipService(ip.dst, is_v6, vips, local);
+}
+
+// Bytes of a frame as the native word they load as (endian-neutral masks).
+constexpr uint32_t Native32(uint8_t b0, uint8_t b1, uint8_t b2, uint8_t b3) {
+  return std::bit_cast<uint32_t>(std::array<uint8_t, 4>{b0, b1, b2, b3});
+}
+inline uint32_t LoadNative32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// The common case's fixed layout: Ethernet without tags, IPv4 without
+// options, L4 header right after.
+constexpr size_t kPlainL3 = kEthernetHeaderLen;
+constexpr size_t kPlainL4 = kPlainL3 + 20;
+// Bytes 12..15: ethertype IPv4, version 4 and IHL 5 (the TOS byte ignored).
+constexpr uint32_t kPlainIpv4Mask = Native32(0xFF, 0xFF, 0xFF, 0x00);
+constexpr uint32_t kPlainIpv4 = Native32(0x08, 0x00, 0x45, 0x00);
+// Bytes 18..21: identification, flags and offset: MF or an offset set.
+constexpr uint32_t kFragmentBits = Native32(0x00, 0x00, 0x3F, 0xFF);
+
+// Whether `d` (n bytes) is the common case that ClassifyPlainIpv4 decides:
+// untagged Ethernet, IPv4 with IHL 5, no fragment, length within the frame,
+// TTL not 0, TCP with a valid data offset or UDP, its header within the
+// packet, a header checksum the NIC vouched for or that verifies. For such a
+// frame the general parser's every check passes and only the VIP lookup
+// remains; anything else (or in doubt) is left to ClassifyGeneral, from the
+// start. Reads only; each byte read is checked to be within `n` first.
+[[gnu::always_inline]] inline bool IsPlainIpv4TcpUdp(const uint8_t* d, size_t n, RxChecksum ip_checksum) {
+  if (n < kPlainL4 + 8) return false;  // up to the UDP header / the TCP ports
+  if ((LoadNative32(d + 12) & kPlainIpv4Mask) != kPlainIpv4) return false;
+  if ((LoadNative32(d + 18) & kFragmentBits) != 0) return false;
+  const uint8_t* h = d + kPlainL3;
+  const size_t total = Load16(h + 2);
+  if (n < kPlainL3 + total) return false;  // the frame may be longer (padding)
+  if (h[8] == 0) return false;             // TTL 0
+  if (h[9] == kIpProtoTcp) {
+    if (total < 20 + 20) return false;
+    // In the frame: n >= 14 + total >= 54.
+    const size_t data_offset = size_t{d[kPlainL4 + 12]} >> 4 << 2;
+    if (data_offset < 20 || total < 20 + data_offset) return false;
+  } else if (h[9] != kIpProtoUdp || total < 20 + 8) {
+    return false;
+  }
+  return ip_checksum == RxChecksum::kGood || (ip_checksum == RxChecksum::kUnknown && Ipv4HeaderChecksumOk(h, 20));
+}
+
+// Classify of a frame IsPlainIpv4TcpUdp accepted, destination MAC checked:
+// the same verdict and the same ParsedPacket as ClassifyGeneral's, straight
+// through.
+[[gnu::always_inline]] inline Verdict ClassifyPlainIpv4(const uint8_t* d, const VipMatcher& vips,
+                                                        const LocalAddresses& local, ParsedPacket* out) {
+  const uint8_t* h = d + kPlainL3;
+  const uint8_t* l4 = d + kPlainL4;
+  const uint8_t proto = h[9];
+  const uint16_t dst_port = Load16(l4 + 2);
+  // Looked up before `out` is written: the frame could alias it, and the
+  // lookup's reads would then be made again after the stores.
+  const uint16_t index = InlineIpv4Match::Match(vips, h + 16, proto, dst_port);
+  *out = ParsedPacket{};
+  ParsedPacket& p = *out;
+  KeyWords::StoreIpv4(&p.flow, h + 12, h + 16, Load16(l4), dst_port, proto);
+  p.l3_offset = kPlainL3;
+  p.l4_offset = kPlainL4;
+  p.l3_len = Load16(h + 2);
+  p.ethertype = kEtherTypeIpv4;
+  p.ip_version = 4;
+  p.l4_protocol = proto;
+  p.tcp_flags = proto == kIpProtoTcp ? l4[13] : 0;
+  p.ttl = h[8];
+  p.dont_fragment = (h[6] & 0x40) != 0;
+  p.fragment_id = Load16(h + 4);
+  if (index != VipMatcher::kNone) [[likely]] return Verdict::ToVip(index);
+  return NoVipService(h + 16, false, vips, local);
+}
+
+}  // namespace
+
+Verdict Classify(std::span<const uint8_t> frame, const VipMatcher& vips,
+                 const LocalAddresses& local, ParsedPacket* out, const MacAddress* port_mac,
+                 RxChecksum ip_checksum) {
+  const uint8_t* d = frame.data();
+  // No frame is longer than 64 KiB; ignoring bytes past it keeps every
+  // offset in ParsedPacket's 16 bits.
+  const size_t n = std::min<size_t>(frame.size(), 0xFFFF);
+  if (IsPlainIpv4TcpUdp(d, n, ip_checksum) && !ForeignUnicast(d, port_mac)) [[likely]] {
+    return ClassifyPlainIpv4(d, vips, local, out);
+  }
+  return ClassifyGeneral(d, n, vips, local, out, port_mac, ip_checksum);
 }
 
 }  // namespace maglb

@@ -10,7 +10,8 @@
 //     that the ICMP too-big and fragmentation paths run, and a small
 //     conntrack so that eviction runs; then every output frame the pipeline
 //     names is read in full (ASan checks the bounds it claims);
-//  2. the packet library directly (Classify, Forward in every mode, the
+//  2. the packet library directly (Classify, checked against the same frame
+//     with a VLAN tag, which only the general parser takes; Forward in every mode, the
 //     reply builders, IPv4 fragmentation), with each buffer sized exactly,
 //     so that a read one byte past the end is caught too;
 //  3. the exception path: every other input goes through a snapshot with a
@@ -187,11 +188,40 @@ void RunPipeline(Fixture& f, const uint8_t* data, size_t size) {
   CheckOutput(f, *f.kernel_worker, from_kernel, buf);
 }
 
+// Classify decides the common case (untagged IPv4 TCP/UDP) on a path of its
+// own; a VLAN tag sends the frame to the general parser and changes only the
+// offsets and the tag fields, so the tagged copy is an oracle for the rest.
+void CheckAgainstTagged(Fixture& f, const std::vector<uint8_t>& frame, const Verdict& v, const ParsedPacket& p) {
+  if (frame.size() < 14 || frame.size() > 0xFFFF - 4) return;
+  if ((frame[12] == 0x81 && frame[13] == 0x00) || (frame[12] == 0x88 && frame[13] == 0xA8)) return;
+  std::vector<uint8_t> tagged(frame.begin(), frame.begin() + 12);
+  tagged.insert(tagged.end(), {0x81, 0x00, 0x01, 0x23});
+  tagged.insert(tagged.end(), frame.begin() + 12, frame.end());
+  ParsedPacket t;
+  const Verdict vt = Classify(tagged, f.vips, f.local, &t, nullptr, ChecksumHint(frame.size()));
+  if (vt.action != v.action || vt.reason != v.reason || vt.vip_index != v.vip_index) std::abort();
+  ParsedPacket want = p;
+  want.vlan_count = 1;
+  want.vlan_tci[0] = 0x0123;
+  want.l3_offset = static_cast<uint16_t>(want.l3_offset + 4);
+  if (want.l4_offset != 0) want.l4_offset = static_cast<uint16_t>(want.l4_offset + 4);
+  if (!(t.flow == want.flow) || t.l3_offset != want.l3_offset || t.l4_offset != want.l4_offset ||
+      t.l3_len != want.l3_len || t.ethertype != want.ethertype || t.vlan_tci != want.vlan_tci ||
+      t.vlan_count != want.vlan_count || t.ip_version != want.ip_version || t.l4_protocol != want.l4_protocol ||
+      t.tcp_flags != want.tcp_flags || t.ttl != want.ttl || t.dont_fragment != want.dont_fragment ||
+      t.is_fragment != want.is_fragment || t.is_first_fragment != want.is_first_fragment ||
+      t.is_icmp_error != want.is_icmp_error || t.icmp_type != want.icmp_type || t.icmp_code != want.icmp_code ||
+      t.arp_op != want.arp_op || t.fragment_id != want.fragment_id) {
+    std::abort();
+  }
+}
+
 void RunLibrary(Fixture& f, const uint8_t* data, size_t size) {
   // Exactly `size` bytes: one past the end is out of bounds.
   std::vector<uint8_t> frame(data, data + size);
   ParsedPacket p;
   const Verdict v = Classify(frame, f.vips, f.local, &p, nullptr, ChecksumHint(size));
+  CheckAgainstTagged(f, frame, v, p);
   if (v.action == Action::kDrop) return;
   if (p.ip_version != 0 && size_t{p.l3_offset} + p.l3_len > size) std::abort();  // parser's promise
 
