@@ -149,8 +149,9 @@ inline bool Admit(const WorkerContext& c, rte_mbuf* m, const LbState* state, Pac
     (m->nb_segs != 1 ? c.counters->rx_multiseg : c.counters->no_snapshot).Add(1);
     return false;
   }
-  // Stored in place (a copy from a local reloaded its narrow stores as one
-  // wide load: a failed store forward per frame).
+  // Field by field into the slot: built in a local and copied, it was
+  // stored narrow and reloaded as one wide load (a failed store forward
+  // per frame).
   new (r) PacketRef();  // the outputs at their defaults
   r->data = rte_pktmbuf_mtod(m, uint8_t*);
   r->len = rte_pktmbuf_data_len(m);
