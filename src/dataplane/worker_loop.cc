@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <span>
 
 #include "absl/strings/str_format.h"
@@ -131,14 +132,27 @@ bool Steer(const WorkerContext& c, rte_mbuf* m, uint16_t to) {
   return true;
 }
 
+// Room for a burst's PacketRefs, left uninitialised: Admit writes each one
+// in full (a default-constructed array cost a 768-byte memset and a store
+// per slot every burst, for slots Admit overwrites anyway).
+struct BurstRefs {
+  union {
+    PacketRef at[kRxBurst];
+  };
+  BurstRefs() {}
+};
+
 // A received frame for the pipeline: single-segment, with a snapshot to
 // read it against (else counted, and the caller drops it).
 inline bool Admit(const WorkerContext& c, rte_mbuf* m, const LbState* state, PacketRef* r) {
-  if (m->nb_segs != 1 || state == nullptr) {
+  if (m->nb_segs != 1 || state == nullptr) [[unlikely]] {
     (m->nb_segs != 1 ? c.counters->rx_multiseg : c.counters->no_snapshot).Add(1);
     return false;
   }
-  *r = PacketRef{};
+  // Field by field into the slot: built in a local and copied, it was
+  // stored narrow and reloaded as one wide load (a failed store forward
+  // per frame).
+  new (r) PacketRef();  // the outputs at their defaults
   r->data = rte_pktmbuf_mtod(m, uint8_t*);
   r->len = rte_pktmbuf_data_len(m);
   r->headroom = rte_pktmbuf_headroom(m);
@@ -185,9 +199,17 @@ void Process(const WorkerContext& c, rte_mbuf** in, uint16_t n, const LbState* s
   const bool maybe_foreign = rx_port != c.port_id;
   rte_mbuf* kept[kRxBurst];
   rte_mbuf* drop[kRxBurst];
-  PacketRef refs[kRxBurst];
+  BurstRefs burst;
+  PacketRef* const refs = burst.at;
   RxChecksum ip_checksum[kRxBurst];
   uint16_t np = 0, ndrop = 0;
+  if (state == nullptr) [[unlikely]] {
+    // Before the first snapshot: each frame counted (Admit) and dropped.
+    // Tested once here, so that Admit's test of it folds away below.
+    for (uint16_t i = 0; i < n; ++i) (void)Admit(c, in[i], state, &refs[0]);
+    rte_pktmbuf_free_bulk(in, n);
+    return;
+  }
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = in[i];
     if (!Admit(c, m, state, &refs[np])) {
@@ -205,14 +227,22 @@ void Process(const WorkerContext& c, rte_mbuf** in, uint16_t n, const LbState* s
     }
   }
   TxBuffer& to_backends = tx.to_backends();
+  // Per burst, in a register (the stores to the mbufs below could alias
+  // what it is computed from).
+  const bool check_pool = maybe_foreign && to_backends.fast_free;
   for (uint16_t i = 0; i < np; ++i) {
     rte_mbuf* m = kept[i];
     const PacketRef& r = refs[i];
+    // Nearly every frame: tested before the switch, whose jump table costs
+    // an indirect branch per frame.
+    if (r.action == PacketAction::kTransmit) [[likely]] {
+      TakeOutFrame(m, r);
+      RequestTxOffload(m, r.tx_offload);
+      PushFrame(c, to_backends, m, check_pool);
+      continue;
+    }
     switch (r.action) {
-      case PacketAction::kTransmit:
-        TakeOutFrame(m, r);
-        RequestTxOffload(m, r.tx_offload);
-        PushFrame(c, to_backends, m, maybe_foreign);
+      case PacketAction::kTransmit:  // (above)
         break;
       case PacketAction::kReply:
       case PacketAction::kFromKernel:  // (ProcessFromKernel's only)
@@ -293,7 +323,8 @@ uint16_t ServeKernel(const WorkerContext& c, const LbState* state, TxSet& tx) {
   if (n == 0) return 0;
   rte_mbuf* kept[kRxBurst];
   rte_mbuf* drop[kRxBurst];
-  PacketRef refs[kRxBurst];
+  BurstRefs burst;
+  PacketRef* const refs = burst.at;
   uint16_t np = 0, ndrop = 0;
   uint64_t bytes = 0;
   for (uint16_t i = 0; i < n; ++i) {

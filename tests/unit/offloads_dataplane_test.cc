@@ -471,5 +471,98 @@ TEST_F(OffloadLoopTest, WithoutOffloadsFramesAreCompleteAndLeaveInTheirOwnBuffer
   EXPECT_EQ(reply.pool, pool_[1]);
 }
 
+// Waits up to 20 s for `counter` to reach `want` (the worker runs on its own lcore).
+bool Reaches(const Counter& counter, uint64_t want) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (counter.value() < want) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return counter.value() == want;
+}
+
+// The loop's own drops (worker_loop.cc Process): before the first snapshot
+// every frame is counted (no_snapshot, or rx_multiseg for a chained one) and
+// freed, none sent; once there is one, a burst that mixes chained frames,
+// frames to forward, a reply and frames the pipeline drops sends each one
+// where it goes, counts each drop under its reason, and frees the rest.
+TEST_F(OffloadLoopTest, EveryFrameOfABurstIsSentOrCountedAndFreedBeforeAndAfterTheFirstSnapshot) {
+  std::unique_ptr<SnapshotPublisher> with_state = std::move(publisher_);
+  absl::StatusOr<std::unique_ptr<SnapshotPublisher>> empty = SnapshotPublisher::Create(1);
+  ASSERT_TRUE(empty.ok());
+  publisher_ = *std::move(empty);
+  Launch(/*tx_checksum=*/false, /*fast_free=*/false);
+  // Frames in buffers of port 0's pool, queued at once so that the worker
+  // takes them in one burst (or a few: any split must give the same result).
+  auto single = [&](const Bytes& frame) {
+    rte_mbuf* m = rte_pktmbuf_alloc(pool_[0]);
+    EXPECT_NE(m, nullptr);
+    std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(frame.size())), frame.data(), frame.size());
+    return m;
+  };
+  auto chained = [&](const Bytes& frame) {
+    rte_mbuf* head = single(Bytes(frame.begin(), frame.begin() + 30));
+    rte_mbuf* tail = single(Bytes(frame.begin() + 30, frame.end()));
+    EXPECT_EQ(rte_pktmbuf_chain(head, tail), 0);
+    return head;
+  };
+  auto receive_all = [&](std::vector<rte_mbuf*> burst) {
+    ASSERT_EQ(rte_ring_enqueue_bulk(rx_[0], reinterpret_cast<void**>(burst.data()),
+                                    static_cast<unsigned>(burst.size()), nullptr),
+              burst.size());
+  };
+  const Bytes to_vip = Tcp4("10.0.5.1", 7500, "198.51.100.80", 0x02);
+  const Bytes to_nowhere = Tcp4("10.0.5.2", 7501, "198.51.100.99", 0x02);  // no such VIP
+  const Bytes arp = testing::Frame({.dst = Mac("ff:ff:ff:ff:ff:ff"), .src = kGatewayMac}, 0x0806,
+                                   testing::Arp(1, kGatewayMac, Ip("192.0.2.1"), MacAddress{}, Ip("192.0.2.10")));
+
+  // No snapshot yet: 5 frames counted as such, the chained one as chained.
+  receive_all({single(to_vip), single(to_vip), chained(to_vip), single(arp), single(to_nowhere),
+               single(to_vip)});
+  ASSERT_TRUE(Reaches(counters_.no_snapshot, 5));
+  ASSERT_TRUE(Reaches(counters_.rx_multiseg, 1));
+  EXPECT_EQ(rte_mempool_in_use_count(pool_[0]), 0u) << "every buffer freed (the chain's two as well)";
+  EXPECT_EQ(rte_ring_count(tx_[0]) + rte_ring_count(tx_[1]), 0u) << "nothing sent without a snapshot";
+
+  // With one: forwarded, replied, dropped by reason, chained, in one burst.
+  LbStateOptions opts;
+  opts.port_mac = kPortMac;
+  absl::StatusOr<std::unique_ptr<const LbState>> s = BuildLbState(LoopConfig(), nullptr, opts);
+  ASSERT_TRUE(s.ok()) << s.status();
+  publisher_->Publish(*std::move(s));
+  const uint64_t no_vip = worker_.counters().drops[static_cast<size_t>(DropReason::kNoVip)].value();
+  // Sent before this burst so that the worker has the snapshot when it comes.
+  receive_all({single(to_vip)});
+  const TxFrame first = Sent(1);
+  ASSERT_TRUE(first.got);
+  EXPECT_EQ(first.bytes, Reference(to_vip).at(0));
+  const Bytes to_vip2 = Tcp4("10.0.5.3", 7502, "198.51.100.80", 0x10, 100);
+  receive_all({single(to_vip), chained(to_vip), single(to_nowhere), single(arp), single(to_vip2),
+               single(to_nowhere), single(to_vip)});
+  // Toward the backends (port 1), in order: the three to the VIP.
+  for (const Bytes* in : {&to_vip, &to_vip2, &to_vip}) {
+    const TxFrame f = Sent(1);
+    ASSERT_TRUE(f.got);
+    EXPECT_EQ(f.bytes, Reference(*in).at(0));
+    EXPECT_EQ(f.pool, pool_[0]);
+  }
+  // The ARP reply by the port it came in on.
+  const TxFrame reply = Sent(0);
+  ASSERT_TRUE(reply.got);
+  EXPECT_EQ(reply.bytes, Reference(arp).at(0));
+  EXPECT_TRUE(Reaches(worker_.counters().drops[static_cast<size_t>(DropReason::kNoVip)], no_vip + 2));
+  EXPECT_TRUE(Reaches(counters_.rx_multiseg, 2));
+  EXPECT_EQ(counters_.no_snapshot.value(), 5u);
+  EXPECT_EQ(rte_ring_count(tx_[0]) + rte_ring_count(tx_[1]), 0u) << "nothing else sent";
+  // Every buffer back in the pool (the worker may still hold none: it frees
+  // drops at the end of the burst, and sent frames were freed by Sent).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (rte_mempool_in_use_count(pool_[0]) != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(rte_mempool_in_use_count(pool_[0]), 0u);
+  Stop();  // before `with_state` goes (state_, which Reference reads, is its)
+}
+
 }  // namespace
 }  // namespace maglb
