@@ -1,5 +1,6 @@
 #include "maglb/conntrack.h"
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <iterator>
@@ -794,6 +795,47 @@ TEST(ConntrackTest, SelectSlotTakesTheWayTheRulesSay) {
   }
   // Every outcome was exercised, each many times.
   for (int k = 0; k < 4; ++k) EXPECT_GT(kinds[k], 1000) << "kind " << k;
+}
+
+}  // namespace
+}  // namespace maglb
+
+namespace maglb {
+namespace {
+
+// Flows that share one hash share both buckets and the signature: every way
+// matches, and only the key tells them apart. Lookup and the burst path
+// (PrefetchEntries, then LookupPrefetched) must each find its own entry in
+// either bucket, and nothing for a key of the same hash that is not there.
+TEST(ConntrackTest, FlowsOfOneHashAreToldApartByTheirKeys) {
+  Conntrack ct(SmallConfig(4096), kKey);
+  const uint64_t hash = 0x0123456789abcdefULL;
+  std::vector<ConntrackEntry*> entries;
+  for (uint16_t i = 0; i < 16; ++i) {
+    ConntrackEntry* e = ct.Insert(Key(30, i), hash, kTcpAck, i, 0, kT0);
+    ASSERT_NE(e, nullptr) << i;
+    entries.push_back(e);
+  }
+  ASSERT_EQ(ct.stats().evictions, 0u);
+  for (uint16_t i = 0; i < 16; ++i) {
+    EXPECT_EQ(ct.Lookup(Key(30, i), hash, kT0), entries[i]) << i;
+    Conntrack::Probe probe = ct.ProbeOf(hash);
+    ct.PrefetchBuckets(probe);
+    ASSERT_TRUE(ct.PrefetchEntries(probe));
+    EXPECT_EQ(probe.matches, 0xFFFF);  // all 16 ways: one signature
+    EXPECT_EQ(ct.LookupPrefetched(Key(30, i), probe, kT0), entries[i]) << i;
+  }
+  Conntrack::Probe probe = ct.ProbeOf(hash);
+  ASSERT_TRUE(ct.PrefetchEntries(probe));
+  EXPECT_EQ(ct.LookupPrefetched(Key(30, 99), probe, kT0), nullptr);
+  EXPECT_EQ(ct.Lookup(Key(30, 99), hash, kT0), nullptr);
+  // A removed flow's way no longer matches.
+  ct.Remove(entries[3]);
+  probe = ct.ProbeOf(hash);
+  ASSERT_TRUE(ct.PrefetchEntries(probe));
+  EXPECT_EQ(std::popcount(probe.matches), 15);
+  EXPECT_EQ(ct.LookupPrefetched(Key(30, 3), probe, kT0), nullptr);
+  EXPECT_EQ(ct.LookupPrefetched(Key(30, 4), probe, kT0), entries[4]);
 }
 
 }  // namespace
