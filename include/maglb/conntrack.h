@@ -265,8 +265,7 @@ class Conntrack {
   bool PrefetchEntries(Probe& probe) const {
     const uint32_t m = MatchMask(headers_[probe.primary], headers_[probe.secondary], probe.sig);
     probe.matches = static_cast<uint16_t>(m);
-    // Nearly always one match at most (24-bit signatures): the loop is for
-    // the rest.
+    // Nearly always one match at most (24-bit signatures).
     for (uint32_t rest = m; rest != 0; rest &= rest - 1) {
       const auto i = static_cast<uint32_t>(std::countr_zero(rest));
       conntrack_internal::PrefetchLine(
