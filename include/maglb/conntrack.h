@@ -81,6 +81,9 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__SSE4_1__)
+#include <smmintrin.h>
+#endif
 
 #include "maglb/bounded_load.h"
 #include "maglb/conntrack_config.h"
@@ -226,7 +229,7 @@ class Conntrack {
   /// (a cached choice is used only if the way is unchanged since).
   struct Slot {
     enum Kind : uint8_t { kNone, kEmptyWay, kDead, kEvict };
-    int64_t index = -1;  // into entries_
+    uint64_t index = 0;  // into entries_; meaningless for kNone
     Kind kind = kNone;
     uint32_t tag = 0, expires = 0;
   };
@@ -234,8 +237,10 @@ class Conntrack {
     uint32_t primary;
     uint32_t secondary;
     uint32_t sig;
-    uint8_t mask[2] = {0, 0};  // signature matches per bucket, from PrefetchEntries
-    Slot slot{};               // insert slot, from PrefetchInsertSlot
+    // Signature matches, from PrefetchEntries: bit w the primary's way w,
+    // bit 8 + w the secondary's.
+    uint16_t matches = 0;
+    Slot slot{};  // insert slot, from PrefetchInsertSlot
   };
   Probe ProbeOf(uint64_t hash) const {
     const uint32_t p = Primary(hash);
@@ -258,9 +263,15 @@ class Conntrack {
   /// (see PrefetchInsertSlot).
   /// Records the matches in `probe` for LookupPrefetched.
   bool PrefetchEntries(Probe& probe) const {
-    probe.mask[0] = static_cast<uint8_t>(PrefetchMatches(probe.primary, probe.sig));
-    probe.mask[1] = static_cast<uint8_t>(PrefetchMatches(probe.secondary, probe.sig));
-    return (probe.mask[0] | probe.mask[1]) != 0;
+    const uint32_t m = MatchMask(headers_[probe.primary], headers_[probe.secondary], probe.sig);
+    probe.matches = static_cast<uint16_t>(m);
+    // Nearly always one match at most (24-bit signatures).
+    for (uint32_t rest = m; rest != 0; rest &= rest - 1) {
+      const auto i = static_cast<uint32_t>(std::countr_zero(rest));
+      conntrack_internal::PrefetchLine(
+          &entries_[size_t{i < kWays ? probe.primary : probe.secondary} * kWays + i % kWays]);
+    }
+    return m != 0;
   }
   bool PrefetchEntries(uint64_t hash) const {
     Probe probe = ProbeOf(hash);
@@ -274,9 +285,8 @@ class Conntrack {
   /// The live entry of `key` (hash = HashOf(key)) or nullptr. Does not
   /// refresh it: call Touch for packets that belong to it.
   ConntrackEntry* Lookup(const FlowKey& key, const Probe& probe, uint64_t now_ns) {
-    const uint32_t now = TickOf(now_ns);
-    if (ConntrackEntry* e = Find(probe.primary, probe.sig, key, now)) return e;
-    return Find(probe.secondary, probe.sig, key, now);
+    return FindMatching(probe, MatchMask(headers_[probe.primary], headers_[probe.secondary], probe.sig),
+                        key, TickOf(now_ns));
   }
   ConntrackEntry* Lookup(const FlowKey& key, uint64_t hash, uint64_t now_ns) {
     return Lookup(key, ProbeOf(hash), now_ns);
@@ -284,11 +294,7 @@ class Conntrack {
   /// Lookup with the matches PrefetchEntries recorded in `probe`: valid while
   /// no Insert or Repin ran since (Touch keeps them valid).
   ConntrackEntry* LookupPrefetched(const FlowKey& key, const Probe& probe, uint64_t now_ns) {
-    const uint32_t now = TickOf(now_ns);
-    ConntrackEntry* e = nullptr;
-    if (probe.mask[0] != 0) e = FindMasked(probe.primary, probe.mask[0], key, now);
-    if (e == nullptr && probe.mask[1] != 0) e = FindMasked(probe.secondary, probe.mask[1], key, now);
-    return e;
+    return FindMatching(probe, probe.matches, key, TickOf(now_ns));
   }
 
   /// Lookups for a burst: prefetches every bucket, then every matching entry,
@@ -336,6 +342,16 @@ class Conntrack {
     using namespace conntrack_internal;  // NOLINT: the tag bits
     const auto index = static_cast<uint32_t>(e - entries_);
     const uint32_t old = headers_[index / kWays].tag[index % kWays] & kStateMask;
+    // Most packets: a proven established or UDP flow's, without SYN, FIN or
+    // RST. Nothing but the deadline changes (what the rules below give too).
+    if ((old == (kProvenBit | static_cast<uint32_t>(FlowState::kEstablished)) ||
+         old == (kProvenBit | static_cast<uint32_t>(FlowState::kUdp))) &&
+        (tcp_flags & (kTcpSyn | kTcpFin | kTcpRst)) == 0) [[likely]] {
+      uint32_t& expires = headers_[index / kWays].expires[index % kWays];
+      const uint32_t deadline = TickOf(now_ns) + deadline_ticks_[ClassOf(old)];
+      if (expires != deadline) expires = deadline;  // as SetState: keep the line clean
+      return;
+    }
     uint32_t flags = old & (kResetBit | kProvenBit);
     auto s = static_cast<FlowState>(old & kStateBits);
     const bool rst = tcp_flags & kTcpRst, fin = tcp_flags & kTcpFin, syn = tcp_flags & kTcpSyn;
@@ -403,6 +419,9 @@ class Conntrack {
   static constexpr uint64_t kSweepPeriodTicks = uint64_t{1} << 27;  // ~26 days
 
  private:
+  // tests/unit/conntrack_test.cc: SelectSlot on chosen bucket contents,
+  // against a model of the file comment's order.
+  friend struct ConntrackTestPeer;
   struct alignas(64) BucketHeader {
     uint32_t tag[kWays];      // sig << 8 | FlowState (0 = empty)
     uint32_t expires[kWays];  // tick (now_ns >> kTickShift, wrapping) of the idle deadline
@@ -428,38 +447,32 @@ class Conntrack {
   uint32_t Primary(uint64_t hash) const {
     return static_cast<uint32_t>((uint64_t{static_cast<uint32_t>(hash)} * num_buckets_) >> 32);
   }
-  // Bit w set when way w is occupied and carries signature `sig`. Branch-free
-  // (SSE2 where available): a data-dependent branch per way costs more than
-  // the whole comparison.
-  static uint32_t MatchMask(const BucketHeader& h, uint32_t sig) {
+  // Bit w set when way w of `a` is occupied and carries signature `sig`,
+  // bit 8 + w the same for `b`. Branch-free (SSE2 where available): a
+  // data-dependent branch per way costs more than the whole comparison.
+  // A way matches when x = tag ^ (sig << 8) is 1..255 (equal signature
+  // bits, a non-empty state), i.e. when (x - 1) >> 8 is 0 (x = 0 wraps).
+  static uint32_t MatchMask(const BucketHeader& a, const BucketHeader& b, uint32_t sig) {
 #if defined(__SSE2__)
     const __m128i want = _mm_set1_epi32(static_cast<int>(sig << 8));
-    const __m128i sig_bits = _mm_set1_epi32(static_cast<int>(0xFFFFFF00u));
-    const __m128i state_bits = _mm_set1_epi32(0xFF);
     const __m128i zero = _mm_setzero_si128();
-    uint32_t mask = 0;
-    for (int half = 0; half < 2; ++half) {
-      const __m128i t = _mm_load_si128(reinterpret_cast<const __m128i*>(h.tag) + half);
-      const __m128i same = _mm_cmpeq_epi32(_mm_and_si128(t, sig_bits), want);
-      const __m128i empty = _mm_cmpeq_epi32(_mm_and_si128(t, state_bits), zero);
-      mask |= static_cast<uint32_t>(_mm_movemask_ps(_mm_castsi128_ps(_mm_andnot_si128(empty, same))))
-              << (4 * half);
-    }
-    return mask;
+    const __m128i one = _mm_set1_epi32(1);
+    auto match = [&](const uint32_t* tags) {
+      const __m128i x = _mm_xor_si128(_mm_load_si128(reinterpret_cast<const __m128i*>(tags)), want);
+      return _mm_cmpeq_epi32(_mm_srli_epi32(_mm_sub_epi32(x, one), 8), zero);
+    };
+    // Lanes are all ones or zeros: two signed packs keep them, a byte a way.
+    return static_cast<uint32_t>(_mm_movemask_epi8(
+        _mm_packs_epi16(_mm_packs_epi32(match(a.tag), match(a.tag + 4)),
+                        _mm_packs_epi32(match(b.tag), match(b.tag + 4)))));
 #else
     uint32_t mask = 0;
     for (int w = 0; w < kWays; ++w) {
-      mask |= static_cast<uint32_t>((h.tag[w] >> 8) == sig && (h.tag[w] & 0xFF) != 0) << w;
+      mask |= static_cast<uint32_t>((a.tag[w] >> 8) == sig && (a.tag[w] & 0xFF) != 0) << w;
+      mask |= static_cast<uint32_t>((b.tag[w] >> 8) == sig && (b.tag[w] & 0xFF) != 0) << (kWays + w);
     }
     return mask;
 #endif
-  }
-  uint32_t PrefetchMatches(uint32_t b, uint32_t sig) const {
-    const uint32_t mask = MatchMask(headers_[b], sig);
-    for (uint32_t m = mask; m != 0; m &= m - 1) {
-      conntrack_internal::PrefetchLine(&entries_[size_t{b} * kWays + std::countr_zero(m)]);
-    }
-    return mask;
   }
   Slot SelectSlot(const Probe& probe, uint32_t now_tick) const;
   void SweepSlow(uint64_t now_ns);
@@ -467,13 +480,32 @@ class Conntrack {
                            uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns,
                            uint32_t load_slot);
   static bool SameKey(const FlowKey& a, const FlowKey& b) {
+    static_assert(sizeof(FlowKey) == 40);
+#if defined(__SSE4_1__)
+    // Two 16-byte compares and one of 8 (the word-array version below goes
+    // through the stack).
+    const auto* pa = reinterpret_cast<const __m128i*>(&a);
+    const auto* pb = reinterpret_cast<const __m128i*>(&b);
+    const __m128i d = _mm_or_si128(_mm_xor_si128(_mm_loadu_si128(pa), _mm_loadu_si128(pb)),
+                                   _mm_xor_si128(_mm_loadu_si128(pa + 1), _mm_loadu_si128(pb + 1)));
+    uint64_t x, y;
+    std::memcpy(&x, reinterpret_cast<const char*>(&a) + 32, sizeof(x));
+    std::memcpy(&y, reinterpret_cast<const char*>(&b) + 32, sizeof(y));
+    return _mm_testz_si128(d, d) & (x == y);
+#else
     uint64_t x[5], y[5];
     std::memcpy(x, &a, sizeof(x));
     std::memcpy(y, &b, sizeof(y));
     return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3]) | (x[4] ^ y[4])) == 0;
+#endif
   }
-  ConntrackEntry* Find(uint32_t b, uint32_t sig, const FlowKey& key, uint32_t now_tick) {
-    return FindMasked(b, MatchMask(headers_[b], sig), key, now_tick);
+  // The live entry of `key` among the ways in `matches` (Probe::matches):
+  // the primary bucket's first.
+  ConntrackEntry* FindMatching(const Probe& probe, uint32_t matches, const FlowKey& key, uint32_t now_tick) {
+    ConntrackEntry* e = nullptr;
+    if ((matches & 0xFF) != 0) e = FindMasked(probe.primary, matches & 0xFF, key, now_tick);
+    if (e == nullptr && (matches >> kWays) != 0) e = FindMasked(probe.secondary, matches >> kWays, key, now_tick);
+    return e;
   }
   ConntrackEntry* FindMasked(uint32_t b, uint32_t mask, const FlowKey& key, uint32_t now_tick) {
     const BucketHeader& h = headers_[b];
@@ -509,9 +541,10 @@ class Conntrack {
   ConntrackTimeouts timeouts_;
   // By ClassOf(tag): the idle timeout in ticks.
   uint32_t deadline_ticks_[16] = {};
-  // By FlowState: the remaining ticks above which a proven live entry cannot
-  // be evicted (SelectSlot).
-  int32_t protect_above_[5] = {};
+  // The remaining ticks above which a proven live entry cannot be evicted
+  // (SelectSlot): UDP's, and every TCP state's (one window for all: see the
+  // constructor).
+  int32_t protect_above_tcp_ = 0, protect_above_udp_ = 0;
   // Sweep: the next bucket, when it is due, one bucket's share of the period.
   size_t sweep_cursor_ = 0;
   uint64_t next_sweep_ns_ = 0;

@@ -10,6 +10,10 @@
 
 #include <random>
 
+#if defined(__SSE4_1__)
+#include <smmintrin.h>
+#endif
+
 #if defined(__linux__)
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -100,14 +104,14 @@ Conntrack::Conntrack(const ConntrackConfig& config, const ConntrackKey& key)
   // while that is less than proven_protect_s, i.e. while the remaining ticks
   // exceed timeout - window (0: its whole life). The same window in every
   // state: a spoofed FIN/RST/SYN must not shorten a live flow's protection
-  // (once past it, a closed flow is the first victim: SelectSlot).
+  // (once past it, a closed flow is the first victim: SelectSlot). Proven TCP
+  // keeps the established timeout in every state, so one threshold serves
+  // every TCP state.
   auto above = [](uint32_t deadline, uint32_t window) {
     return static_cast<int32_t>(deadline > window ? deadline - window : 0);
   };
-  protect_above_[static_cast<uint32_t>(FlowState::kSynSent)] = above(est, protect);
-  protect_above_[static_cast<uint32_t>(FlowState::kEstablished)] = above(est, protect);
-  protect_above_[static_cast<uint32_t>(FlowState::kClosing)] = above(est, protect);
-  protect_above_[static_cast<uint32_t>(FlowState::kUdp)] = above(udp, protect);
+  protect_above_tcp_ = above(est, protect);
+  protect_above_udp_ = above(udp, protect);
 
   num_buckets_ = BucketsFor(config.capacity);
   headers_ = AllocateArray<BucketHeader>(num_buckets_, &headers_bytes_);
@@ -237,89 +241,108 @@ Conntrack::Slot Conntrack::SelectSlot(const Probe& probe, uint32_t now) const {
   // its protection window is never a victim: every insert comes from a
   // packet that proves nothing. Branch-free over the 16 ways: this runs for
   // every new flow, and a branch per way mispredicts.
-  const uint32_t buckets[2] = {probe.primary, probe.secondary};
-  uint32_t free_mask[2];
-  uint32_t key[2 * kWays];
-  // Per way: free (empty or dead) → free_mask; free or protected → key
-  // UINT32_MAX; else key = victim class (0..3, file comment: proven early,
-  // unproven early, unproven, proven) << 30 + remaining ticks, clamped to 2^29
-  // (a live deadline is at most kMaxDeadlineTicks < 2^30 ahead, so each class
-  // sorts after the one before and nothing overflows). Early = odd state.
+  //
+  // Victim keys (computed only when both buckets are full, the flood's
+  // case): protected → UINT32_MAX; else victim class (0..3, file comment:
+  // proven early, unproven early, unproven, proven) << 30 + remaining ticks,
+  // clamped to 2^29 (a live deadline is at most kMaxDeadlineTicks < 2^30
+  // ahead, so each class sorts after the one before and nothing overflows).
+  // Early = odd state; the lowest key wins, ties to the lower way (primary
+  // bucket first).
   static_assert(static_cast<int>(FlowState::kSynSent) == 1 && static_cast<int>(FlowState::kClosing) == 3 &&
                 static_cast<int>(FlowState::kEstablished) == 2 && static_cast<int>(FlowState::kUdp) == 4);
-#if defined(__SSE2__)
-  // SSE2, 4 ways at a time: a table lookup or selects per way keep GCC from
-  // vectorising, and cost a SYN flood ~5-25% per new flow.
+  const uint32_t buckets[2] = {probe.primary, probe.secondary};
+  auto slot_at = [&](uint32_t bucket, int way, Slot::Kind kind) {
+    Slot slot;
+    slot.index = uint64_t{bucket} * kWays + static_cast<uint32_t>(way);
+    slot.kind = kind;
+    slot.tag = headers_[bucket].tag[way];
+    slot.expires = headers_[bucket].expires[way];
+    return slot;
+  };
+#if defined(__SSE4_1__)
+  // 4 ways per vector, q = 2 * bucket + half. SSE4.1 (meson.build asks for
+  // it on x86_64) for the unsigned minimum and the blends.
   const __m128i now_v = _mm_set1_epi32(static_cast<int>(now));
   const __m128i zero = _mm_setzero_si128();
-  const __m128i state_bits = _mm_set1_epi32(static_cast<int>(kStateBits));
-  const __m128i tag_bits = _mm_set1_epi32(static_cast<int>(kStateMask));
-  const __m128i proven_bit = _mm_set1_epi32(static_cast<int>(kProvenBit));
-  const __m128i one = _mm_set1_epi32(1);
-  const __m128i cap = _mm_set1_epi32(int32_t{1} << 29);
-  __m128i above[5];
-  for (int st = 1; st <= 4; ++st) above[st] = _mm_set1_epi32(protect_above_[st]);
-  for (int k = 0; k < 2; ++k) {
-    const BucketHeader& h = headers_[buckets[k]];
-    uint32_t mask = 0;
-    for (int half = 0; half < 2; ++half) {
-      const __m128i t = _mm_load_si128(reinterpret_cast<const __m128i*>(h.tag) + half);
-      const __m128i rem =
-          _mm_sub_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(h.expires) + half), now_v);
-      const __m128i live = _mm_andnot_si128(_mm_cmpeq_epi32(_mm_and_si128(t, tag_bits), zero),
-                                            _mm_cmpgt_epi32(rem, zero));
-      const __m128i st = _mm_and_si128(t, state_bits);
-      __m128i window_above = zero;
-      for (int s = 1; s <= 4; ++s) {
-        window_above = _mm_or_si128(window_above,
-                                    _mm_and_si128(above[s], _mm_cmpeq_epi32(st, _mm_set1_epi32(s))));
-      }
-      const __m128i pbit = _mm_and_si128(t, proven_bit);
-      const __m128i protect = _mm_and_si128(_mm_cmpeq_epi32(pbit, proven_bit), _mm_cmpgt_epi32(rem, window_above));
-      // Class: bit 1 = established/UDP, bit 0 = proven XOR early.
-      const __m128i victim_class = _mm_slli_epi32(
-          _mm_or_si128(_mm_slli_epi32(_mm_andnot_si128(st, one), 1),
-                       _mm_xor_si128(_mm_srli_epi32(pbit, 7), _mm_and_si128(st, one))),
-          30);
-      const __m128i over = _mm_cmpgt_epi32(rem, cap);
-      const __m128i r = _mm_or_si128(_mm_and_si128(over, cap), _mm_andnot_si128(over, rem));
-      // Not live → all ones; protected → all ones.
-      const __m128i out = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi32(live, zero), protect),
-                                       _mm_add_epi32(r, victim_class));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(key + k * kWays) + half, out);
-      mask |= static_cast<uint32_t>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(live, zero))))
-              << (4 * half);
-    }
-    free_mask[k] = mask;
+  const __m128i state_byte = _mm_set1_epi32(static_cast<int>(kStateMask));
+  __m128i tag[4], rem[4], live[4];
+  for (int q = 0; q < 4; ++q) {
+    const BucketHeader& h = headers_[buckets[q / 2]];
+    tag[q] = _mm_load_si128(reinterpret_cast<const __m128i*>(h.tag) + q % 2);
+    rem[q] = _mm_sub_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(h.expires) + q % 2), now_v);
+    live[q] = _mm_andnot_si128(_mm_cmpeq_epi32(_mm_and_si128(tag[q], state_byte), zero),
+                               _mm_cmpgt_epi32(rem[q], zero));
   }
+  // Lanes are all ones or zeros: two signed packs keep them, one byte a way
+  // (bit 8 * bucket + way).
+  const auto live_mask = static_cast<uint32_t>(_mm_movemask_epi8(
+      _mm_packs_epi16(_mm_packs_epi32(live[0], live[1]), _mm_packs_epi32(live[2], live[3]))));
+  const uint32_t free_mask[2] = {~live_mask & 0xFF, (~live_mask >> 8) & 0xFF};
 #else
+  uint32_t free_mask[2];
   for (int k = 0; k < 2; ++k) {
     const BucketHeader& h = headers_[buckets[k]];
     uint32_t mask = 0;
     for (int w = 0; w < kWays; ++w) {
-      const uint32_t tag = h.tag[w];
-      const uint32_t st = tag & kStateBits;
-      const int32_t rem = Remaining(h.expires[w], now);
-      const bool free = ((tag & kStateMask) == kEmpty) | (rem <= 0);
+      const bool free = ((h.tag[w] & kStateMask) == kEmpty) | (Remaining(h.expires[w], now) <= 0);
       mask |= static_cast<uint32_t>(free) << w;
-      const bool protected_way = ((tag & kProvenBit) != 0) & (st >= 1) & (st <= 4) &&
-                                 rem > protect_above_[st <= 4 ? st : 0];
-      const uint32_t victim_class = (((~st & 1) << 1) | (((tag & kProvenBit) >> 7) ^ (st & 1))) << 30;
-      const auto r = static_cast<uint32_t>(std::min<int32_t>(rem, int32_t{1} << 29));
-      key[k * kWays + w] = (free | protected_way) ? UINT32_MAX : r + victim_class;
     }
     free_mask[k] = mask;
   }
 #endif
-  Slot slot;
   if ((free_mask[0] | free_mask[1]) != 0) {
     const int k = std::popcount(free_mask[1]) > std::popcount(free_mask[0]) ? 1 : 0;
     const int w = std::countr_zero(free_mask[k]);
-    slot.index = int64_t{buckets[k]} * kWays + w;
-    slot.kind = (headers_[buckets[k]].tag[w] & kStateMask) == kEmpty ? Slot::kEmptyWay : Slot::kDead;
-    slot.tag = headers_[buckets[k]].tag[w];
-    slot.expires = headers_[buckets[k]].expires[w];
-    return slot;
+    return slot_at(buckets[k], w,
+                  (headers_[buckets[k]].tag[w] & kStateMask) == kEmpty ? Slot::kEmptyWay : Slot::kDead);
+  }
+  // Both buckets full: every way is live.
+  uint32_t best_key;
+  int best;
+#if defined(__SSE4_1__)
+  const __m128i above_tcp = _mm_set1_epi32(protect_above_tcp_);
+  const __m128i above_udp = _mm_set1_epi32(protect_above_udp_);
+  const __m128i cap = _mm_set1_epi32(int32_t{1} << 29);
+  const __m128i bit30 = _mm_set1_epi32(int32_t{1} << 30);
+  const __m128i bit31 = _mm_set1_epi32(static_cast<int>(0x80000000u));
+  __m128i key[4];
+  for (int q = 0; q < 4; ++q) {
+    const __m128i t = tag[q];
+    // Sign bits: kProvenBit (bit 7) and the UDP state's bit 2.
+    const __m128i proven = _mm_srai_epi32(_mm_slli_epi32(t, 24), 31);
+    const __m128i window_above = _mm_castps_si128(_mm_blendv_ps(
+        _mm_castsi128_ps(above_tcp), _mm_castsi128_ps(above_udp), _mm_castsi128_ps(_mm_slli_epi32(t, 29))));
+    const __m128i protect = _mm_and_si128(proven, _mm_cmpgt_epi32(rem[q], window_above));
+    // Class: bit 31 = established/UDP (even state), bit 30 = proven XOR early.
+    const __m128i victim_class =
+        _mm_or_si128(_mm_andnot_si128(_mm_slli_epi32(t, 31), bit31),
+                     _mm_and_si128(_mm_xor_si128(_mm_slli_epi32(t, 30), proven), bit30));
+    key[q] = _mm_or_si128(protect, _mm_add_epi32(_mm_min_epu32(rem[q], cap), victim_class));
+  }
+  __m128i m = _mm_min_epu32(_mm_min_epu32(key[0], key[1]), _mm_min_epu32(key[2], key[3]));
+  m = _mm_min_epu32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
+  m = _mm_min_epu32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
+  best_key = static_cast<uint32_t>(_mm_cvtsi128_si32(m));
+  const auto at_min = static_cast<uint32_t>(_mm_movemask_epi8(
+      _mm_packs_epi16(_mm_packs_epi32(_mm_cmpeq_epi32(key[0], m), _mm_cmpeq_epi32(key[1], m)),
+                      _mm_packs_epi32(_mm_cmpeq_epi32(key[2], m), _mm_cmpeq_epi32(key[3], m)))));
+  best = std::countr_zero(at_min);
+#else
+  uint32_t key[2 * kWays];
+  for (int k = 0; k < 2; ++k) {
+    const BucketHeader& h = headers_[buckets[k]];
+    for (int w = 0; w < kWays; ++w) {
+      const uint32_t tag = h.tag[w];
+      const uint32_t st = tag & kStateBits;
+      const int32_t rem = Remaining(h.expires[w], now);
+      const int32_t window_above = st == static_cast<uint32_t>(FlowState::kUdp) ? protect_above_udp_
+                                                                                 : protect_above_tcp_;
+      const bool protected_way = ((tag & kProvenBit) != 0) & (rem > window_above);
+      const uint32_t victim_class = (((~st & 1) << 1) | (((tag & kProvenBit) >> 7) ^ (st & 1))) << 30;
+      const auto r = static_cast<uint32_t>(std::min<int32_t>(rem, int32_t{1} << 29));
+      key[k * kWays + w] = protected_way ? UINT32_MAX : r + victim_class;
+    }
   }
   // Minimum of (key, way) packed in 64 bits, as a tree: 4 dependent steps
   // instead of 16 (ties go to the lower way, as a scan would).
@@ -328,48 +351,24 @@ Conntrack::Slot Conntrack::SelectSlot(const Probe& probe, uint32_t now) const {
   for (int width = kWays; width >= 1; width /= 2) {
     for (int i = 0; i < width; ++i) v[i] = std::min(v[i], v[i + width]);
   }
-  const int best = static_cast<int>(v[0] & 0xFF);
+  best = static_cast<int>(v[0] & 0xFF);
+  best_key = key[best];
+#endif
   // Full of protected proven flows: a packet that proves nothing may not push
   // them out (floods of spoofed SYN/ACK/UDP must not flush real connections).
-  if (key[best] == UINT32_MAX) return slot;  // kNone
-  slot.index = int64_t{buckets[best / kWays]} * kWays + best % kWays;
-  slot.kind = Slot::kEvict;
-  slot.tag = headers_[buckets[best / kWays]].tag[best % kWays];
-  slot.expires = headers_[buckets[best / kWays]].expires[best % kWays];
-  return slot;
+  if (best_key == UINT32_MAX) return Slot{};  // kNone
+  return slot_at(buckets[best / kWays], best % kWays, Slot::kEvict);
 }
 
 void Conntrack::PrefetchInsertSlot(Probe& probe, uint8_t protocol, uint8_t tcp_flags,
                                    uint64_t now_ns) const {
   if (protocol == kIpProtoTcp && (tcp_flags & kTcpRst)) return;  // never inserted
   probe.slot = SelectSlot(probe, TickOf(now_ns));
-  if (probe.slot.index >= 0) conntrack_internal::PrefetchLine(&entries_[probe.slot.index]);
+  if (probe.slot.kind != Slot::kNone) conntrack_internal::PrefetchLine(&entries_[probe.slot.index]);
 }
 
-ConntrackEntry* Conntrack::Insert(const FlowKey& key, const Probe& probe, uint8_t tcp_flags,
-                                  uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns,
-                                  uint32_t load_slot) {
-  if (key.protocol == kIpProtoTcp && (tcp_flags & kTcpRst)) return nullptr;  // nothing to pin after a reset
-  const FlowState state = InitialState(key.protocol, tcp_flags);
-  Slot slot = probe.slot;
-  if (slot.kind == Slot::kNone || headers_[slot.index / kWays].tag[slot.index % kWays] != slot.tag ||
-      headers_[slot.index / kWays].expires[slot.index % kWays] != slot.expires) {
-    slot = SelectSlot(probe, TickOf(now_ns));
-  }
-  return InsertAt(slot, key, probe.sig, state, backend_id, backend_hint, now_ns, load_slot);
-}
-
-ConntrackEntry* Conntrack::Insert(const FlowKey& key, uint64_t hash, uint8_t tcp_flags,
-                                  uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns,
-                                  uint32_t load_slot) {
-  if (key.protocol == kIpProtoTcp && (tcp_flags & kTcpRst)) return nullptr;  // nothing to pin after a reset
-  const FlowState state = InitialState(key.protocol, tcp_flags);
-  const Probe probe = ProbeOf(hash);
-  return InsertAt(SelectSlot(probe, TickOf(now_ns)), key, probe.sig, state, backend_id,
-                  backend_hint, now_ns, load_slot);
-}
-
-ConntrackEntry* Conntrack::InsertAt(const Slot& slot, const FlowKey& key, uint32_t sig,
+// Inline: one call per new flow, with eight arguments to pass.
+inline ConntrackEntry* Conntrack::InsertAt(const Slot& slot, const FlowKey& key, uint32_t sig,
                                     FlowState state, uint32_t backend_id, uint16_t backend_hint,
                                     uint64_t now_ns, uint32_t load_slot) {
   switch (slot.kind) {
@@ -387,9 +386,7 @@ ConntrackEntry* Conntrack::InsertAt(const Slot& slot, const FlowKey& key, uint32
       break;
   }
   ++stats_.inserts;
-  const int64_t chosen = slot.index;
-
-  const auto index = static_cast<uint32_t>(chosen);
+  const uint64_t index = slot.index;
   ConntrackEntry* e = &entries_[index];
   // The way's previous flow (expired or evicted) leaves its backend's count.
   // Its line is being written anyway: the check costs uncounted VIPs nothing.
@@ -404,6 +401,31 @@ ConntrackEntry* Conntrack::InsertAt(const Slot& slot, const FlowKey& key, uint32
   h.tag[index % kWays] = (sig << 8) | static_cast<uint8_t>(state);
   h.expires[index % kWays] = TickOf(now_ns) + deadline_ticks_[static_cast<uint32_t>(state)];  // unproven
   return e;
+}
+
+ConntrackEntry* Conntrack::Insert(const FlowKey& key, const Probe& probe, uint8_t tcp_flags,
+                                  uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns,
+                                  uint32_t load_slot) {
+  if (key.protocol == kIpProtoTcp && (tcp_flags & kTcpRst)) return nullptr;  // nothing to pin after a reset
+  const FlowState state = InitialState(key.protocol, tcp_flags);
+  const Slot& cached = probe.slot;
+  const BucketHeader& h = headers_[cached.index / kWays];
+  if (cached.kind != Slot::kNone && h.tag[cached.index % kWays] == cached.tag &&
+      h.expires[cached.index % kWays] == cached.expires) {
+    return InsertAt(cached, key, probe.sig, state, backend_id, backend_hint, now_ns, load_slot);
+  }
+  return InsertAt(SelectSlot(probe, TickOf(now_ns)), key, probe.sig, state, backend_id, backend_hint, now_ns,
+                  load_slot);
+}
+
+ConntrackEntry* Conntrack::Insert(const FlowKey& key, uint64_t hash, uint8_t tcp_flags,
+                                  uint32_t backend_id, uint16_t backend_hint, uint64_t now_ns,
+                                  uint32_t load_slot) {
+  if (key.protocol == kIpProtoTcp && (tcp_flags & kTcpRst)) return nullptr;  // nothing to pin after a reset
+  const FlowState state = InitialState(key.protocol, tcp_flags);
+  const Probe probe = ProbeOf(hash);
+  return InsertAt(SelectSlot(probe, TickOf(now_ns)), key, probe.sig, state, backend_id,
+                  backend_hint, now_ns, load_slot);
 }
 
 void Conntrack::Repin(ConntrackEntry* e, uint32_t backend_id, uint16_t backend_hint,

@@ -1,5 +1,6 @@
 #include "maglb/conntrack.h"
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <iterator>
@@ -673,6 +674,168 @@ TEST(ConntrackTest, TimeoutsFromConfig) {
   EXPECT_EQ(t.tcp_closing_ns, 10 * kSec);
   EXPECT_EQ(t.tcp_syn_ns, 30 * kSec);
   EXPECT_EQ(t.udp_ns, 60 * kSec);
+}
+
+}  // namespace
+
+// --- The way an insert takes, on chosen bucket contents --------------------
+
+// Sets bucket contents directly and asks SelectSlot (vectorised) for the
+// way; a model of the file comment's rules says which way it must be.
+struct ConntrackTestPeer {
+  static void SetWay(Conntrack& ct, uint32_t bucket, int way, uint32_t tag, uint32_t expires) {
+    ct.headers_[bucket].tag[way] = tag;
+    ct.headers_[bucket].expires[way] = expires;
+  }
+  static Conntrack::Slot SelectSlot(const Conntrack& ct, uint32_t primary, uint32_t secondary,
+                                    uint32_t now_tick) {
+    return ct.SelectSlot(Conntrack::Probe{primary, secondary, 0}, now_tick);
+  }
+};
+
+namespace {
+
+struct Way {
+  uint32_t tag, expires;
+};
+
+// The file comment, literally: a free (empty or expired) way in the bucket
+// with more of them, the primary on a tie, the lowest such way; else the
+// lowest (class, remaining ticks clamped at 2^29, way) over both buckets
+// among the unprotected ways; none if every way is protected.
+Conntrack::Slot ModelSlot(const Way (&ways)[16], const uint32_t buckets[2], uint32_t now,
+                          int32_t above_tcp, int32_t above_udp) {
+  auto rem = [&](int i) { return static_cast<int32_t>(ways[i].expires - now); };
+  auto is_free = [&](int i) { return (ways[i].tag & 0xFF) == 0 || rem(i) <= 0; };
+  auto slot_at = [&](int i, Conntrack::Slot::Kind kind) {
+    Conntrack::Slot s;
+    s.index = int64_t{buckets[i / 8]} * 8 + i % 8;
+    s.kind = kind;
+    s.tag = ways[i].tag;
+    s.expires = ways[i].expires;
+    return s;
+  };
+  int free_count[2] = {0, 0};
+  for (int i = 0; i < 16; ++i) free_count[i / 8] += is_free(i);
+  if (free_count[0] + free_count[1] > 0) {
+    const int k = free_count[1] > free_count[0] ? 1 : 0;
+    for (int i = 8 * k; i < 8 * k + 8; ++i) {
+      if (is_free(i)) {
+        return slot_at(i, (ways[i].tag & 0xFF) == 0 ? Conntrack::Slot::kEmptyWay : Conntrack::Slot::kDead);
+      }
+    }
+  }
+  int best = -1;
+  std::pair<int, int32_t> best_rank{};
+  for (int i = 0; i < 16; ++i) {
+    const auto state = static_cast<FlowState>(ways[i].tag & 7);
+    const bool proven = (ways[i].tag & 0x80) != 0;
+    const bool early = state == FlowState::kSynSent || state == FlowState::kClosing;
+    if (proven && rem(i) > (state == FlowState::kUdp ? above_udp : above_tcp)) continue;  // protected
+    const int victim_class = proven ? (early ? 0 : 3) : (early ? 1 : 2);
+    const std::pair<int, int32_t> rank{victim_class, std::min<int32_t>(rem(i), int32_t{1} << 29)};
+    if (best < 0 || rank < best_rank) {
+      best = i;
+      best_rank = rank;
+    }
+  }
+  if (best < 0) return Conntrack::Slot{};
+  return slot_at(best, Conntrack::Slot::kEvict);
+}
+
+TEST(ConntrackTest, SelectSlotTakesTheWayTheRulesSay) {
+  ConntrackConfig config = SmallConfig(8);  // two buckets: 0 and 1
+  Conntrack ct(config, kKey);
+  auto ticks = [](uint64_t s) { return static_cast<int32_t>((s * kSec + kTick - 1) / kTick); };
+  const int32_t window = ticks(config.proven_protect_s);
+  const int32_t above_tcp = std::max(ticks(config.tcp_established_timeout_s) - window, 0);
+  const int32_t above_udp = std::max(ticks(config.udp_timeout_s) - window, 0);
+  std::mt19937_64 rng(7);
+  // Remaining ticks around every boundary the choice has: dead/live, the
+  // protection thresholds, the 2^29 clamp, far deadlines and the wrap.
+  const int32_t boundaries[] = {0, above_tcp, above_udp, int32_t{1} << 29, INT32_MAX};
+  auto remaining = [&]() -> int32_t {
+    switch (rng() % 4) {
+      case 0:  // boundary - 2 .. boundary + 2, wrapping
+        return static_cast<int32_t>(static_cast<uint32_t>(boundaries[rng() % std::size(boundaries)]) +
+                                    static_cast<uint32_t>(rng() % 5) - 2u);
+      case 1: return static_cast<int32_t>(rng() % 64);  // near deadlines: many ties
+      case 2: return static_cast<int32_t>(rng() % (2 * above_tcp));
+      default: return static_cast<int32_t>(rng());
+    }
+  };
+  int kinds[4] = {};
+  for (int round = 0; round < 200000; ++round) {
+    const uint32_t now = static_cast<uint32_t>(rng());
+    // Few free ways, so that most rounds evict; some rounds (nearly) all
+    // protected.
+    const bool all_proven = round % 7 == 0;
+    const unsigned free_odds = all_proven ? 1u << 30 : round % 3 == 0 ? 4 : 64;
+    Way ways[16];
+    for (Way& w : ways) {
+      const uint32_t state = 1 + static_cast<uint32_t>(rng() % 4);
+      uint32_t low = state;
+      if (all_proven || rng() % 2) low |= 0x80;
+      if (state == 3 && rng() % 2) low |= 0x40;  // closed by a RST
+      if (rng() % free_odds == 0) low = rng() % 2 ? 0 : low;  // empty, or dead below
+      int32_t rem = remaining();
+      if (all_proven && rng() % 16 != 0) rem = std::max(above_tcp, above_udp) + 1 + static_cast<int32_t>(rng() % 1000);
+      if (rng() % free_odds == 0) rem = -static_cast<int32_t>(rng() % 1000);
+      w = {static_cast<uint32_t>(rng() << 8) | low, now + static_cast<uint32_t>(rem)};
+    }
+    const uint32_t buckets[2] = {static_cast<uint32_t>(round % 2), static_cast<uint32_t>(1 - round % 2)};
+    for (int i = 0; i < 16; ++i) ConntrackTestPeer::SetWay(ct, buckets[i / 8], i % 8, ways[i].tag, ways[i].expires);
+    const Conntrack::Slot want = ModelSlot(ways, buckets, now, above_tcp, above_udp);
+    const Conntrack::Slot got = ConntrackTestPeer::SelectSlot(ct, buckets[0], buckets[1], now);
+    ASSERT_EQ(got.kind, want.kind) << "round " << round;
+    ASSERT_EQ(got.index, want.index) << "round " << round;
+    ASSERT_EQ(got.tag, want.tag) << "round " << round;
+    ASSERT_EQ(got.expires, want.expires) << "round " << round;
+    ++kinds[got.kind];
+  }
+  // Every outcome was exercised, each many times.
+  for (int k = 0; k < 4; ++k) EXPECT_GT(kinds[k], 1000) << "kind " << k;
+}
+
+}  // namespace
+}  // namespace maglb
+
+namespace maglb {
+namespace {
+
+// Flows that share one hash share both buckets and the signature: every way
+// matches, and only the key tells them apart. Lookup and the burst path
+// (PrefetchEntries, then LookupPrefetched) must each find its own entry in
+// either bucket, and nothing for a key of the same hash that is not there.
+TEST(ConntrackTest, FlowsOfOneHashAreToldApartByTheirKeys) {
+  Conntrack ct(SmallConfig(4096), kKey);
+  const uint64_t hash = 0x0123456789abcdefULL;
+  std::vector<ConntrackEntry*> entries;
+  for (uint16_t i = 0; i < 16; ++i) {
+    ConntrackEntry* e = ct.Insert(Key(30, i), hash, kTcpAck, i, 0, kT0);
+    ASSERT_NE(e, nullptr) << i;
+    entries.push_back(e);
+  }
+  ASSERT_EQ(ct.stats().evictions, 0u);
+  for (uint16_t i = 0; i < 16; ++i) {
+    EXPECT_EQ(ct.Lookup(Key(30, i), hash, kT0), entries[i]) << i;
+    Conntrack::Probe probe = ct.ProbeOf(hash);
+    ct.PrefetchBuckets(probe);
+    ASSERT_TRUE(ct.PrefetchEntries(probe));
+    EXPECT_EQ(probe.matches, 0xFFFF);  // all 16 ways: one signature
+    EXPECT_EQ(ct.LookupPrefetched(Key(30, i), probe, kT0), entries[i]) << i;
+  }
+  Conntrack::Probe probe = ct.ProbeOf(hash);
+  ASSERT_TRUE(ct.PrefetchEntries(probe));
+  EXPECT_EQ(ct.LookupPrefetched(Key(30, 99), probe, kT0), nullptr);
+  EXPECT_EQ(ct.Lookup(Key(30, 99), hash, kT0), nullptr);
+  // A removed flow's way no longer matches.
+  ct.Remove(entries[3]);
+  probe = ct.ProbeOf(hash);
+  ASSERT_TRUE(ct.PrefetchEntries(probe));
+  EXPECT_EQ(std::popcount(probe.matches), 15);
+  EXPECT_EQ(ct.LookupPrefetched(Key(30, 3), probe, kT0), nullptr);
+  EXPECT_EQ(ct.LookupPrefetched(Key(30, 4), probe, kT0), entries[4]);
 }
 
 }  // namespace
