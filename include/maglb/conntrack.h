@@ -451,15 +451,18 @@ class Conntrack {
   // bit 8 + w the same for `b`. Branch-free (SSE2 where available): a
   // data-dependent branch per way costs more than the whole comparison.
   // A way matches when x = tag ^ (sig << 8) is 1..255 (equal signature
-  // bits, a non-empty state), i.e. when (x - 1) >> 8 is 0 (x = 0 wraps).
+  // bits, a non-empty state), i.e. when x - 1 < 255 unsigned: x = 0 wraps,
+  // and x = 256 (an empty way's tag 0 against signature 1) is excluded.
+  // SSE2 compares signed only: x - 1 with its top bit flipped, which is
+  // x + 0x7FFFFFFF, against 255 with its top bit flipped.
   static uint32_t MatchMask(const BucketHeader& a, const BucketHeader& b, uint32_t sig) {
 #if defined(__SSE2__)
     const __m128i want = _mm_set1_epi32(static_cast<int>(sig << 8));
-    const __m128i zero = _mm_setzero_si128();
-    const __m128i one = _mm_set1_epi32(1);
+    const __m128i bias = _mm_set1_epi32(0x7FFFFFFF);
+    const __m128i limit = _mm_set1_epi32(static_cast<int>(0x800000FFu));
     auto match = [&](const uint32_t* tags) {
       const __m128i x = _mm_xor_si128(_mm_load_si128(reinterpret_cast<const __m128i*>(tags)), want);
-      return _mm_cmpeq_epi32(_mm_srli_epi32(_mm_sub_epi32(x, one), 8), zero);
+      return _mm_cmplt_epi32(_mm_add_epi32(x, bias), limit);
     };
     // Lanes are all ones or zeros: two signed packs keep them, a byte a way.
     return static_cast<uint32_t>(_mm_movemask_epi8(

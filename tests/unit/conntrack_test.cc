@@ -838,5 +838,27 @@ TEST(ConntrackTest, FlowsOfOneHashAreToldApartByTheirKeys) {
   EXPECT_EQ(ct.LookupPrefetched(Key(30, 4), probe, kT0), entries[4]);
 }
 
+// Signature 1: an empty way's tag (0) differs from it by 0x100 alone, which
+// a "tag ^ (sig << 8) in 1..256" test takes for a match. A removed flow's way
+// must match nothing, and never hand back its stale key: in the upper half of
+// the tick range an empty way's expires (0) reads as ahead of now.
+TEST(ConntrackTest, EmptyWaysNeverMatchSignatureOne) {
+  Conntrack ct(SmallConfig(4096), kKey);
+  const uint64_t hash = uint64_t{1} << 40 | 0x9876;  // SigOf = 1
+  const uint64_t late = uint64_t{3} << 55;           // tick 3 * 2^31
+  const FlowKey k = Key(31, 7);
+  Conntrack::Probe probe = ct.ProbeOf(hash);
+  EXPECT_FALSE(ct.PrefetchEntries(probe));  // a fresh table: all ways empty
+  EXPECT_EQ(probe.matches, 0);
+  ConntrackEntry* e = ct.Insert(k, hash, kTcpAck, 5, 0, late);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(ct.Lookup(k, hash, late), e);
+  ct.Remove(e);
+  EXPECT_EQ(ct.Lookup(k, hash, late + kSec), nullptr);
+  probe = ct.ProbeOf(hash);
+  EXPECT_FALSE(ct.PrefetchEntries(probe));
+  EXPECT_EQ(ct.LookupPrefetched(k, probe, late + kSec), nullptr);
+}
+
 }  // namespace
 }  // namespace maglb
