@@ -20,6 +20,7 @@
 #include "dataplane/worker_loop.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "pcap_writer.h"
 #include "test_eal.h"
 
 namespace maglb {
@@ -162,19 +163,14 @@ TEST_F(PortPoolTest, PcapGivesEachCaptureFileItsOwnQueue) {
   std::string files[2];
   for (int f = 0; f < 2; ++f) {
     files[f] = absl::StrCat(::testing::TempDir(), "port_pool_test_", getpid(), "_", f, ".pcap");
-    FILE* out = std::fopen(files[f].c_str(), "wb");
-    ASSERT_NE(out, nullptr) << files[f];
-    const uint32_t header[6] = {0xa1b2c3d4, 0x00040002, 0, 0, 65535, 1};  // LINKTYPE_ETHERNET
-    std::fwrite(header, sizeof(header), 1, out);
+    testing::PcapWriter out(files[f].c_str());
+    ASSERT_TRUE(out.ok()) << files[f];
     for (int i = 0; i < 3 + f; ++i) {  // 3 frames in the first file, 4 in the second
       uint8_t frame[60] = {};
       frame[12] = 0x08;
       frame[59] = static_cast<uint8_t>(f);  // which file it came from
-      const uint32_t record[4] = {0, 0, sizeof(frame), sizeof(frame)};
-      std::fwrite(record, sizeof(record), 1, out);
-      std::fwrite(frame, sizeof(frame), 1, out);
+      out.Write(frame, sizeof(frame));
     }
-    std::fclose(out);
   }
   const std::string name = absl::StrCat("net_pcap_pool", next_++);
   ASSERT_EQ(rte_eal_hotplug_add("vdev", name.c_str(),

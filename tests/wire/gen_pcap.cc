@@ -15,6 +15,7 @@
 #include "maglb/packet.h"
 #include "maglb/reply.h"
 #include "packet_builder.h"
+#include "pcap_writer.h"
 
 namespace maglb {
 namespace {
@@ -22,33 +23,10 @@ namespace {
 using testing::Bytes;
 using testing::Ip;
 using testing::Mac;
+using testing::PcapWriter;
 
 constexpr size_t kHeadroom = 128;
 constexpr uint64_t kFlowHash = 0x0123456789abcdefULL;
-
-class PcapWriter {
- public:
-  explicit PcapWriter(const char* path) : f_(std::fopen(path, "wb")) {
-    if (f_ == nullptr) return;
-    const uint32_t hdr[6] = {0xa1b2c3d4, 0x00040002, 0, 0, 65535, 1};  // v2.4, Ethernet
-    std::fwrite(hdr, sizeof(hdr), 1, f_);
-  }
-  ~PcapWriter() {
-    if (f_ != nullptr) std::fclose(f_);
-  }
-  bool ok() const { return f_ != nullptr; }
-  void Write(const uint8_t* data, size_t len) {
-    const uint32_t rec[4] = {count_++, 0, static_cast<uint32_t>(len), static_cast<uint32_t>(len)};
-    std::fwrite(rec, sizeof(rec), 1, f_);
-    std::fwrite(data, len, 1, f_);
-  }
-  void Write(const Bytes& b) { Write(b.data(), b.size()); }
-  uint32_t count() const { return count_; }
-
- private:
-  std::FILE* f_;
-  uint32_t count_ = 0;
-};
 
 VipSpec Vip(const char* addr, Protocol proto) {
   VipSpec v;
