@@ -193,6 +193,12 @@ Bytes Tcp4(const std::string& client, uint16_t sport, const std::string& vip, ui
   return testing::Frame4(h, testing::Tcp(sport, 80, flags, payload));
 }
 
+// The backend segment's host asking for the LB's address (a broadcast ARP request).
+Bytes BackendHostArpRequest() {
+  return testing::Frame({.dst = Mac("ff:ff:ff:ff:ff:ff"), .src = kBackendHostMac}, 0x0806,
+                        testing::Arp(1, kBackendHostMac, Ip("192.0.2.201"), MacAddress{}, Ip("192.0.2.10")));
+}
+
 // A frame as the PMD got it from the loop: its bytes and the mbuf's marks.
 struct TxFrame {
   Bytes bytes;
@@ -416,9 +422,7 @@ TEST_F(OffloadLoopTest, FastFreeQueuesGetOnlyTheWorkersPool) {
   Launch(/*tx_checksum=*/true, /*fast_free=*/true);
   // An ARP request from a backend's segment (a buffer of the backend port's
   // pool): the reply leaves by that port, as a copy in the worker's pool.
-  const Bytes arp = testing::Frame({.dst = Mac("ff:ff:ff:ff:ff:ff"), .src = kBackendHostMac}, 0x0806,
-                                   testing::Arp(1, kBackendHostMac, Ip("192.0.2.201"), MacAddress{},
-                                                Ip("192.0.2.10")));
+  const Bytes arp = BackendHostArpRequest();
   Receive(1, arp);
   const TxFrame reply = Sent(1);
   ASSERT_TRUE(reply.got);
@@ -461,9 +465,7 @@ TEST_F(OffloadLoopTest, WithoutOffloadsFramesAreCompleteAndLeaveInTheirOwnBuffer
   EXPECT_EQ(f.bytes, Reference(in).at(0));
   EXPECT_EQ(testing::RefChecksum({}, f.bytes.data() + 14, 20), 0);
   // The reply to the backend side goes in the buffer it came in (no copy).
-  const Bytes arp = testing::Frame({.dst = Mac("ff:ff:ff:ff:ff:ff"), .src = kBackendHostMac}, 0x0806,
-                                   testing::Arp(1, kBackendHostMac, Ip("192.0.2.201"), MacAddress{},
-                                                Ip("192.0.2.10")));
+  const Bytes arp = BackendHostArpRequest();
   Receive(1, arp);
   const TxFrame reply = Sent(1);
   ASSERT_TRUE(reply.got);
