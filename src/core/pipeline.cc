@@ -253,6 +253,11 @@ void Worker::ToControl(PacketRef& pkt, const LbState& state) {
 
 void Worker::Send(PacketRef& pkt, const ParsedPacket& p, const VipState& vip, uint16_t backend,
                   const LbState& state) {
+  SendInline(pkt, p, vip, backend, state);
+}
+
+inline void Worker::SendInline(PacketRef& pkt, const ParsedPacket& p, const VipState& vip, uint16_t backend,
+                               const LbState& state) {
   const BackendState& b = vip.backends[backend];
   // Never to a zero MAC: the control thread is still resolving the next hop.
   if (!b.next_hop_known) return Drop(pkt, DropReason::kNoNeighbor);
@@ -408,7 +413,7 @@ bool Worker::SteerToOwner(PacketRef& pkt, const ParsedPacket& p) {
   return true;
 }
 
-void Worker::ToVip(PacketRef& pkt, const ParsedPacket& p, const Conntrack::Probe& probe, const VipState& vip, const LbState& state,
+inline void Worker::ToVip(PacketRef& pkt, const ParsedPacket& p, const Conntrack::Probe& probe, const VipState& vip, const LbState& state,
                    uint64_t now_ns) {
   if (p.is_icmp_error && rss_owner_ != nullptr && !steered_burst_) [[unlikely]] {
     if (SteerToOwner(pkt, p)) return;  // counted (VIP, routed) by the owner
@@ -444,7 +449,7 @@ void Worker::ToVip(PacketRef& pkt, const ParsedPacket& p, const Conntrack::Probe
     // LB sees tells them apart. Only a removed backend moves its flows.
     if (e->backend_hint != backend) e->backend_hint = backend;  // keep the line clean
     conntrack_.Touch(e, p.tcp_flags, now_ns, [&] { return TcpCarriesData(pkt, p); });
-    return Send(pkt, p, vip, backend, state);
+    return SendInline(pkt, p, vip, backend, state);
   }
 
   NewFlow(pkt, p, probe, e, backend == VipState::kNoBackend, vip, state, now_ns);

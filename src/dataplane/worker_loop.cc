@@ -188,8 +188,8 @@ void PushExtraFrames(const WorkerContext& c, const PacketRef& r, TxBuffer& to) {
 
 // Runs `n` frames through the pipeline and sends each where its action says.
 // `rx_port`: where they came in; kSteeredIn: frames another worker handed
-// over, each marked with its port in m->port by that worker. `rx_tsc`: when
-// they came (the pipeline's clock: conntrack times).
+// over, each marked with its port in m->port by that worker. `rx_tsc`: the
+// start of the pass that received them (the pipeline's clock: conntrack times).
 constexpr uint16_t kSteeredIn = UINT16_MAX;
 void Process(const WorkerContext& c, rte_mbuf** in, uint16_t n, const LbState* state, uint16_t rx_port,
              TxSet& tx, uint64_t rx_tsc) {
@@ -289,35 +289,33 @@ void Process(const WorkerContext& c, rte_mbuf** in, uint16_t n, const LbState* s
   if (ndrop > 0) rte_pktmbuf_free_bulk(drop, ndrop);
 }
 
-// A burst from a port until the pass sends it: when it came in, and how
-// many frames it queued for the wire (0: none, or no burst).
-struct RxMark {
-  uint64_t tsc = 0;
-  uint64_t frames = 0;
-};
-
-// One RX burst from `rx_port` through the pipeline. Returns how many frames
-// came in; `mark` says when, and how many it queued.
-uint16_t Serve(const WorkerContext& c, uint16_t rx_port, const LbState* state, TxSet& tx, RxMark& mark) {
+// One RX burst from `rx_port` through the pipeline, received in the pass
+// that started at `pass_tsc` (the pipeline's clock). Returns how many frames
+// came in; adds those it queued for the wire to `queued_frames`.
+uint16_t Serve(const WorkerContext& c, uint16_t rx_port, const LbState* state, TxSet& tx, uint64_t pass_tsc,
+               uint64_t& queued_frames) {
   rte_mbuf* rx[kRxBurst];
   uint16_t n = rte_eth_rx_burst(rx_port, c.queue, rx, kRxBurst);
   if (n == 0) return 0;
-  // The one TSC read of the burst: its latency's start and the pipeline's clock.
-  mark.tsc = rte_rdtsc();
   const uint64_t queued = tx.queued();
-  Process(c, rx, n, state, rx_port, tx, mark.tsc);
-  mark.frames = tx.queued() - queued;
+  Process(c, rx, n, state, rx_port, tx, pass_tsc);
+  queued_frames += tx.queued() - queued;
   return n;
 }
 
-// The frames of `mark` left at `tx_tsc`.
-inline void RecordLatency(const WorkerContext& c, const TscToNs& to_ns, uint64_t tx_tsc, const RxMark& mark) {
-  if (mark.frames != 0) c.counters->latency.Record(to_ns.Between(mark.tsc, tx_tsc), mark.frames);
+// The frames a pass queued for the wire, from its start to the next pass's
+// (LoopCounters::latency).
+struct PassMark {
+  uint64_t tsc = 0;
+  uint64_t frames = 0;
+};
+inline void RecordLatency(const WorkerContext& c, const TscToNs& to_ns, uint64_t end_tsc, const PassMark& pass) {
+  if (pass.frames != 0) c.counters->latency.Record(to_ns.Between(pass.tsc, end_tsc), pass.frames);
 }
 
 // What the kernel interface sent: out by the front port unchanged, tunnel
 // probes toward their backend, an ICMP error about a too-big probe back up.
-uint16_t ServeKernel(const WorkerContext& c, const LbState* state, TxSet& tx) {
+uint16_t ServeKernel(const WorkerContext& c, const LbState* state, TxSet& tx, uint64_t pass_tsc) {
   rte_mbuf* in[kRxBurst];
   const uint16_t n = rte_eth_rx_burst(static_cast<uint16_t>(c.kernel_port_id), c.queue, in, kRxBurst);
   if (n == 0) return 0;
@@ -338,7 +336,7 @@ uint16_t ServeKernel(const WorkerContext& c, const LbState* state, TxSet& tx) {
   }
   c.counters->from_kernel.Add(n);
   c.counters->from_kernel_bytes.Add(bytes);
-  if (np > 0) c.worker->ProcessFromKernel(refs, np, *state, NowNs(), c.tunnel_probes);
+  if (np > 0) c.worker->ProcessFromKernel(refs, np, *state, TscToMonotonicNs(pass_tsc), c.tunnel_probes);
   for (uint16_t i = 0; i < np; ++i) {
     rte_mbuf* m = kept[i];
     const PacketRef& r = refs[i];
@@ -376,12 +374,12 @@ uint16_t ServeKernel(const WorkerContext& c, const LbState* state, TxSet& tx) {
 }
 
 // ICMP errors other workers handed to this one.
-uint16_t ServeSteered(const WorkerContext& c, const LbState* state, TxSet& tx) {
+uint16_t ServeSteered(const WorkerContext& c, const LbState* state, TxSet& tx, uint64_t pass_tsc) {
   rte_mbuf* in[kRxBurst];
   unsigned n = rte_ring_sc_dequeue_burst(c.steer_rings[c.index], reinterpret_cast<void**>(in), kRxBurst,
                                          nullptr);
   if (n == 0) return 0;
-  Process(c, in, static_cast<uint16_t>(n), state, kSteeredIn, tx, rte_rdtsc());
+  Process(c, in, static_cast<uint16_t>(n), state, kSteeredIn, tx, pass_tsc);
   return static_cast<uint16_t>(n);
 }
 
@@ -417,12 +415,19 @@ int WorkerMain(void* arg) {
   // add, store on the same line) cost ~2 ns a pass, two plain stores ~0.3 ns.
   uint64_t polls = c.counters->polls.value(), busy_polls = c.counters->busy_polls.value();
 
+  // The one TSC read of a pass, at its start: the pipeline's clock, the
+  // start of the latency of the frames the pass receives, and the end of
+  // that of the frames the pass before sent (only the RCU quiescent mark and
+  // the poll counters' stores lie between its last TX burst and this read).
+  PassMark sent;  // by the pass before
   while (!c.stop->load(std::memory_order_relaxed)) {
+    const uint64_t pass_tsc = rte_rdtsc();
+    RecordLatency(c, tsc_to_ns, pass_tsc, sent);
+    sent = {pass_tsc, 0};
     const LbState* state = c.publisher->Current();
-    RxMark front_rx, backend_rx;
-    uint16_t got = Serve(c, c.port_id, state, tx, front_rx);
-    if (two_arm) got = static_cast<uint16_t>(got + Serve(c, c.backend_port_id, state, tx, backend_rx));
-    if (steering) got = static_cast<uint16_t>(got + ServeSteered(c, state, tx));
+    uint16_t got = Serve(c, c.port_id, state, tx, pass_tsc, sent.frames);
+    if (two_arm) got = static_cast<uint16_t>(got + Serve(c, c.backend_port_id, state, tx, pass_tsc, sent.frames));
+    if (steering) got = static_cast<uint16_t>(got + ServeSteered(c, state, tx, pass_tsc));
     // Frames the control thread wants on the wire: ARP / ND requests for
     // next hops, which live on the backend side.
     if (c.from_control != nullptr) {
@@ -435,21 +440,14 @@ int WorkerMain(void* arg) {
     }
     if (has_kernel) {
       // Not every pass (worker_loop.h): each frame read is a system call.
-      const uint64_t tsc = rte_rdtsc();
-      if (got == 0 || tsc - kernel_polled >= kernel_poll_cycles) {
-        kernel_polled = tsc;
-        got = static_cast<uint16_t>(got + ServeKernel(c, state, tx));
+      if (got == 0 || pass_tsc - kernel_polled >= kernel_poll_cycles) {
+        kernel_polled = pass_tsc;
+        got = static_cast<uint16_t>(got + ServeKernel(c, state, tx, pass_tsc));
       }
       FlushKernel(tx.kernel, c.counters);
     }
     Flush(tx.front, c.counters);
     if (two_arm) Flush(tx.backend_side, c.counters);
-    if ((front_rx.frames | backend_rx.frames) != 0) {
-      // One TSC read for the pass's bursts; a pass that sent none reads none.
-      const uint64_t tx_tsc = rte_rdtsc();
-      RecordLatency(c, tsc_to_ns, tx_tsc, front_rx);
-      RecordLatency(c, tsc_to_ns, tx_tsc, backend_rx);
-    }
     c.publisher->Quiescent(c.index);
     busy_polls += got != 0;
     c.counters->polls.Set(++polls);
@@ -460,6 +458,7 @@ int WorkerMain(void* arg) {
       idle = 0;
     }
   }
+  RecordLatency(c, tsc_to_ns, rte_rdtsc(), sent);  // the last pass's
   // Frames still in this worker's steering ring are freed by SteerRings.
   c.publisher->ReaderOffline(c.index);
   return 0;

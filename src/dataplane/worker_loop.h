@@ -81,15 +81,19 @@ struct alignas(64) LoopCounters {
   /// how busy the worker is, since it polls without pause.
   Counter polls;
   Counter busy_polls;
-  /// Receive to transmit, per frame: for each burst from a port (front, and
-  /// backend two-arm) that put frames on the TX buffers, the TSC time from
-  /// just after rte_eth_rx_burst returned to just after the pass's last
-  /// rte_eth_tx_burst, counted once per frame it queued for the wire
-  /// (fragments included; dropped frames and those for the control thread
-  /// or the kernel interface not). Approximations, for a counter cheap
-  /// enough to be always on: a frame sent early in the pass (a TX buffer
-  /// that filled) counts the pass's end; one the TX queue then refused
-  /// (tx_full) still counts. Frames from the kernel interface and ICMP
+  /// Receive to transmit, per frame: for each pass of the loop whose bursts
+  /// from a port (front, and backend two-arm) put frames on the TX buffers,
+  /// the TSC time from the pass's start (just before its first
+  /// rte_eth_rx_burst, which is included) to the next pass's start (just
+  /// after this pass's last rte_eth_tx_burst, and its RCU quiescent mark),
+  /// counted once per frame it queued for the wire (fragments included;
+  /// dropped frames and those for the control thread or the kernel
+  /// interface not). One TSC read a pass serves as both ends and as the
+  /// pipeline's clock. Approximations, for a counter cheap enough to be
+  /// always on: a frame sent early in the pass (a TX buffer that filled)
+  /// counts the pass's end; one the TX queue then refused (tx_full) still
+  /// counts; two-arm, a frame from the backend port also counts the front
+  /// port's burst before it. Frames from the kernel interface and ICMP
   /// errors steered from another worker are not timed.
   LatencyHistogram latency;
 };
@@ -162,7 +166,8 @@ int WorkerMain(void* arg);
 /// Monotonic nanoseconds from the TSC (no system call).
 uint64_t NowNs();
 /// NowNs of an earlier TSC reading (rte_rdtsc): a TSC read costs ~20 ns
-/// in some VMs, so the loop reads it once a burst and uses it twice.
+/// in some VMs, so the loop reads it once a pass and uses it for everything
+/// the pass times.
 uint64_t TscToMonotonicNs(uint64_t tsc);
 
 }  // namespace maglb
