@@ -166,7 +166,7 @@ namespace portable {
 
 #if MAGLB_HAVE_AVX2_FILL
 #pragma GCC push_options
-#pragma GCC target("avx2,bmi2")
+#pragma GCC target("avx2,bmi,bmi2")
 namespace avx2 {
 #define MAGLB_FILL_AVX2 1
 #include "maglev_fill.inc"
@@ -189,7 +189,8 @@ bool GathersSlowedByMicrocode() {
 
 bool Avx2FillRuns() {
 #if MAGLB_HAVE_AVX2_FILL
-  static const bool runs = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2");
+  static const bool runs = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi") &&
+                           __builtin_cpu_supports("bmi2");
   return runs;
 #else
   return false;
