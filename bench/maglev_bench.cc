@@ -103,13 +103,17 @@ bool BaselineAgrees(benchmark::State& state, const PairCase& c) {
   return false;
 }
 
+const char* FillCodeName(MaglevFillCode code) {
+  return code == MaglevFillCode::kAvx2 ? "avx2" : "portable";
+}
+
 void BM_Builder(benchmark::State& state) {
   const PairCase c(state);
   for (auto _ : state) {
     absl::StatusOr<LookupTable> t = BuildMaglevTable(c.backends, c.m);
     benchmark::DoNotOptimize(t);
   }
-  state.SetLabel(c.label);
+  state.SetLabel(c.label + " fill=" + FillCodeName(PreferredMaglevFillCode()));
 }
 
 void BM_PlainWalk(benchmark::State& state) {
@@ -147,8 +151,12 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-void BM_BuilderOverPlainWalk(benchmark::State& state) {
+void BuilderOverPlainWalk(benchmark::State& state, MaglevFillCode code) {
   const PairCase c(state);
+  if (!MaglevFillCodeRuns(code)) {
+    state.SkipWithError("this fill code does not run on this CPU or build");
+    return;
+  }
   if (!BaselineAgrees(state, c)) return;
   std::vector<double> plain, builder, ratio;
   long plain_faults = 0, builder_faults = 0;
@@ -163,7 +171,7 @@ void BM_BuilderOverPlainWalk(benchmark::State& state) {
     const long f1 = MinorFaults();
     const double t2 = ThreadCpuMs();
     {
-      absl::StatusOr<LookupTable> t = BuildMaglevTable(c.backends, c.m);
+      absl::StatusOr<LookupTable> t = BuildMaglevTableWith(code, c.backends, c.m);
       benchmark::DoNotOptimize(t);
     }
     const double t3 = ThreadCpuMs();
@@ -179,7 +187,15 @@ void BM_BuilderOverPlainWalk(benchmark::State& state) {
   // Page faults per build (first touches of freshly mapped memory).
   state.counters["plain_faults"] = static_cast<double>(plain_faults) / plain.size();
   state.counters["builder_faults"] = static_cast<double>(builder_faults) / builder.size();
-  state.SetLabel(c.label);
+  state.SetLabel(c.label + " fill=" + FillCodeName(code));
+}
+
+// The fill BuildMaglevTable picks on this CPU, and the portable one beside it.
+void BM_BuilderOverPlainWalk(benchmark::State& state) {
+  BuilderOverPlainWalk(state, PreferredMaglevFillCode());
+}
+void BM_PortableOverPlainWalk(benchmark::State& state) {
+  BuilderOverPlainWalk(state, MaglevFillCode::kPortable);
 }
 
 void PairArgs(benchmark::internal::Benchmark* bench) {
@@ -193,6 +209,7 @@ void PairArgs(benchmark::internal::Benchmark* bench) {
 BENCHMARK(BM_PlainWalk)->Apply(PairArgs);
 BENCHMARK(BM_Builder)->Apply(PairArgs);
 BENCHMARK(BM_BuilderOverPlainWalk)->Apply(PairArgs);
+BENCHMARK(BM_PortableOverPlainWalk)->Apply(PairArgs);
 
 void BM_BuildMaglev(benchmark::State& state) {
   std::vector<BackendSpec> b = Backends(static_cast<int>(state.range(0)));
