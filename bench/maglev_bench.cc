@@ -260,6 +260,32 @@ BENCHMARK(BM_BuildMaglevSkewed)
     ->Args({5000, 1000003})
     ->Unit(benchmark::kMicrosecond);
 
+// The LookupTable constructor alone (its fingerprint: which names own slots,
+// their ranks, XXH64 over the ranked slots), which every builder ends in.
+void BM_LookupTableFromSlots(benchmark::State& state) {
+  const uint32_t m = static_cast<uint32_t>(state.range(1));
+  const LookupTable built = *BuildMaglevTable(Backends(static_cast<int>(state.range(0))), m);
+  const std::vector<std::string> names = built.backend_names();
+  for (auto _ : state) {
+    std::vector<uint16_t> slots = built.slots();
+    LookupTable t(std::move(slots), names);
+    benchmark::DoNotOptimize(t);
+  }
+  state.SetLabel(absl::StrFormat("N=%d M=%u", names.size(), m));
+}
+BENCHMARK(BM_LookupTableFromSlots)->Args({10, 65537})->Args({1000, 65537})->Args({10, 1000003})->Unit(benchmark::kMicrosecond);
+
+// Copying the slots alone, which BM_LookupTableFromSlots includes.
+void BM_CopySlots(benchmark::State& state) {
+  const uint32_t m = static_cast<uint32_t>(state.range(0));
+  const std::vector<uint16_t> from(m, 1);
+  for (auto _ : state) {
+    std::vector<uint16_t> slots = from;
+    benchmark::DoNotOptimize(slots);
+  }
+}
+BENCHMARK(BM_CopySlots)->Arg(65537)->Arg(1000003)->Unit(benchmark::kMicrosecond);
+
 // Lookup: flow hash -> backend index, over a stream of hashes that touches
 // the whole table (no division: a multiply and a shift).
 void BM_Lookup(benchmark::State& state) {

@@ -55,9 +55,9 @@ MaglevPermutation MaglevPermutationOf(std::string_view name, uint32_t m);
 /// Each thread keeps its scratch (the map, 88 bytes per backend) between
 /// builds: at most about 1 MiB plus 6 MiB for 65535 backends.
 ///
-/// On x86-64 CPUs with AVX2 and BMI2 (GCC builds) the fill probes with
-/// gathers over a bit map and scans with vectors (PreferredMaglevFillCode);
-/// the table is the same either way.
+/// On x86-64 CPUs with AVX2, BMI and BMI2 (GCC builds) the last empty slots
+/// are scanned with vectors and, above 2^17 slots, probes are gathers over a
+/// bit map (PreferredMaglevFillCode); the table is the same either way.
 absl::StatusOr<LookupTable> BuildMaglevTable(std::span<const BackendSpec> backends,
                                              uint32_t m = kDefaultTableSize);
 
