@@ -437,6 +437,24 @@ TEST(MaglevTest, RefusesBadInput) {
   refused({{"a", 1}, {"b", kMaxEffectiveWeight + 1}}, 251, "above the maximum");
 }
 
+// The largest table: positions and window offsets near 2^22 (the gathers'
+// 32-bit lanes, the scan's products near 2^44), every code against the
+// paper's walk.
+TEST(MaglevTest, MatchesReferenceAtTheLargestTableSize) {
+  std::mt19937_64 rng(4194301);
+  for (WeightMix mix : {WeightMix::kEqual, WeightMix::kOneToHundred}) {
+    std::vector<BackendSpec> b = RandomBackends(rng, mix == WeightMix::kEqual ? 7 : 300, mix);
+    std::vector<int> ref = testing::ReferenceMaglevPopulate(b, kMaxTableSize);
+    for (MaglevFillCode code : FillCodesHere()) {
+      LookupTable t = BuildWith(code, b, kMaxTableSize);
+      ASSERT_EQ(t.size(), ref.size()) << NameOf(code);
+      for (uint32_t s = 0; s < kMaxTableSize; ++s) {
+        ASSERT_EQ(t.slot(s), ref[s]) << NameOf(code) << " mix " << static_cast<int>(mix) << " slot " << s;
+      }
+    }
+  }
+}
+
 // BuildMaglevTable takes the AVX2 code wherever it runs, unless the kernel
 // reports the microcode that slows gathers; a code that cannot run is
 // refused, not run.
