@@ -103,13 +103,17 @@ bool BaselineAgrees(benchmark::State& state, const PairCase& c) {
   return false;
 }
 
+const char* FillCodeName(MaglevFillCode code) {
+  return code == MaglevFillCode::kAvx2 ? "avx2" : "portable";
+}
+
 void BM_Builder(benchmark::State& state) {
   const PairCase c(state);
   for (auto _ : state) {
     absl::StatusOr<LookupTable> t = BuildMaglevTable(c.backends, c.m);
     benchmark::DoNotOptimize(t);
   }
-  state.SetLabel(c.label);
+  state.SetLabel(c.label + " fill=" + FillCodeName(PreferredMaglevFillCode()));
 }
 
 void BM_PlainWalk(benchmark::State& state) {
@@ -147,8 +151,12 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-void BM_BuilderOverPlainWalk(benchmark::State& state) {
+void BuilderOverPlainWalk(benchmark::State& state, MaglevFillCode code) {
   const PairCase c(state);
+  if (!MaglevFillCodeRuns(code)) {
+    state.SkipWithError("this fill code does not run on this CPU or build");
+    return;
+  }
   if (!BaselineAgrees(state, c)) return;
   std::vector<double> plain, builder, ratio;
   long plain_faults = 0, builder_faults = 0;
@@ -163,7 +171,7 @@ void BM_BuilderOverPlainWalk(benchmark::State& state) {
     const long f1 = MinorFaults();
     const double t2 = ThreadCpuMs();
     {
-      absl::StatusOr<LookupTable> t = BuildMaglevTable(c.backends, c.m);
+      absl::StatusOr<LookupTable> t = BuildMaglevTableWith(code, c.backends, c.m);
       benchmark::DoNotOptimize(t);
     }
     const double t3 = ThreadCpuMs();
@@ -179,7 +187,15 @@ void BM_BuilderOverPlainWalk(benchmark::State& state) {
   // Page faults per build (first touches of freshly mapped memory).
   state.counters["plain_faults"] = static_cast<double>(plain_faults) / plain.size();
   state.counters["builder_faults"] = static_cast<double>(builder_faults) / builder.size();
-  state.SetLabel(c.label);
+  state.SetLabel(c.label + " fill=" + FillCodeName(code));
+}
+
+// The fill BuildMaglevTable picks on this CPU, and the portable one beside it.
+void BM_BuilderOverPlainWalk(benchmark::State& state) {
+  BuilderOverPlainWalk(state, PreferredMaglevFillCode());
+}
+void BM_PortableOverPlainWalk(benchmark::State& state) {
+  BuilderOverPlainWalk(state, MaglevFillCode::kPortable);
 }
 
 void PairArgs(benchmark::internal::Benchmark* bench) {
@@ -193,6 +209,7 @@ void PairArgs(benchmark::internal::Benchmark* bench) {
 BENCHMARK(BM_PlainWalk)->Apply(PairArgs);
 BENCHMARK(BM_Builder)->Apply(PairArgs);
 BENCHMARK(BM_BuilderOverPlainWalk)->Apply(PairArgs);
+BENCHMARK(BM_PortableOverPlainWalk)->Apply(PairArgs);
 
 void BM_BuildMaglev(benchmark::State& state) {
   std::vector<BackendSpec> b = Backends(static_cast<int>(state.range(0)));
@@ -242,6 +259,32 @@ BENCHMARK(BM_BuildMaglevSkewed)
     ->Args({1000, 65537})
     ->Args({5000, 1000003})
     ->Unit(benchmark::kMicrosecond);
+
+// The LookupTable constructor alone (its fingerprint: which names own slots,
+// their ranks, XXH64 over the ranked slots), which every builder ends in.
+void BM_LookupTableFromSlots(benchmark::State& state) {
+  const uint32_t m = static_cast<uint32_t>(state.range(1));
+  const LookupTable built = *BuildMaglevTable(Backends(static_cast<int>(state.range(0))), m);
+  const std::vector<std::string> names = built.backend_names();
+  for (auto _ : state) {
+    std::vector<uint16_t> slots = built.slots();
+    LookupTable t(std::move(slots), names);
+    benchmark::DoNotOptimize(t);
+  }
+  state.SetLabel(absl::StrFormat("N=%d M=%u", names.size(), m));
+}
+BENCHMARK(BM_LookupTableFromSlots)->Args({10, 65537})->Args({1000, 65537})->Args({10, 1000003})->Unit(benchmark::kMicrosecond);
+
+// Copying the slots alone, which BM_LookupTableFromSlots includes.
+void BM_CopySlots(benchmark::State& state) {
+  const uint32_t m = static_cast<uint32_t>(state.range(0));
+  const std::vector<uint16_t> from(m, 1);
+  for (auto _ : state) {
+    std::vector<uint16_t> slots = from;
+    benchmark::DoNotOptimize(slots);
+  }
+}
+BENCHMARK(BM_CopySlots)->Arg(65537)->Arg(1000003)->Unit(benchmark::kMicrosecond);
 
 // Lookup: flow hash -> backend index, over a stream of hashes that touches
 // the whole table (no division: a multiply and a shift).

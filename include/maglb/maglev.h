@@ -54,8 +54,25 @@ MaglevPermutation MaglevPermutationOf(std::string_view name, uint32_t m);
 /// turns, a heap of next-claim turns (O(M log N)) when weights are skewed.
 /// Each thread keeps its scratch (the map, 88 bytes per backend) between
 /// builds: at most about 1 MiB plus 6 MiB for 65535 backends.
+///
+/// On x86-64 CPUs with AVX2, BMI and BMI2 (GCC builds) the last empty slots
+/// are scanned with vectors and, above 2^17 slots, probes are gathers over a
+/// bit map (PreferredMaglevFillCode); the table is the same either way.
 absl::StatusOr<LookupTable> BuildMaglevTable(std::span<const BackendSpec> backends,
                                              uint32_t m = kDefaultTableSize);
+
+/// The two codes that fill a Maglev table, bit for bit the same table.
+enum class MaglevFillCode { kPortable, kAvx2 };
+/// What BuildMaglevTable uses here: kAvx2 where it runs, unless the kernel
+/// reports the Gather Data Sampling microcode, which slows every gather.
+MaglevFillCode PreferredMaglevFillCode();
+/// Whether `code` runs on this CPU and build (kPortable always does).
+bool MaglevFillCodeRuns(MaglevFillCode code);
+/// BuildMaglevTable with a given code, for tests and benchmarks that compare
+/// them; FailedPrecondition where the code does not run here.
+absl::StatusOr<LookupTable> BuildMaglevTableWith(MaglevFillCode code,
+                                                 std::span<const BackendSpec> backends,
+                                                 uint32_t m = kDefaultTableSize);
 
 }  // namespace maglb
 

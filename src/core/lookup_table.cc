@@ -27,6 +27,7 @@ LookupTable::LookupTable(std::vector<uint16_t> slots,
   // a canonical order (by name hash, ties by name; integers sort cheaply),
   // hash those names, then each slot's rank.
   std::vector<uint8_t> owns(backend_names_.size(), 0);
+#pragma GCC unroll 8
   for (uint16_t b : slots_) owns[b] = 1;  // a store per slot, no read-modify-write
   std::vector<HashedIndex> present;
   for (size_t i = 0; i < owns.size(); ++i) {
@@ -51,6 +52,7 @@ LookupTable::LookupTable(std::vector<uint16_t> slots,
   uint16_t ranked[kBlock];
   for (size_t first = 0; first < slots_.size(); first += kBlock) {
     const size_t count = std::min(kBlock, slots_.size() - first);
+#pragma GCC unroll 8
     for (size_t i = 0; i < count; ++i) {
       uint16_t r = rank[slots_[first + i]];
       if constexpr (std::endian::native == std::endian::big) r = __builtin_bswap16(r);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -26,6 +27,25 @@ std::vector<BackendSpec> Backends(int n, uint32_t weight = 1, const std::string&
 LookupTable Build(const std::vector<BackendSpec>& b, uint32_t m = kDefaultTableSize) {
   absl::StatusOr<LookupTable> t = BuildMaglevTable(b, m);
   EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? *std::move(t) : LookupTable();
+}
+
+// The fill codes that run here: the portable one, and the AVX2 one where the
+// CPU has it. Tests that compare with the reference run each of them, so
+// that both are proven whichever one BuildMaglevTable prefers.
+std::vector<MaglevFillCode> FillCodesHere() {
+  std::vector<MaglevFillCode> codes = {MaglevFillCode::kPortable};
+  if (MaglevFillCodeRuns(MaglevFillCode::kAvx2)) codes.push_back(MaglevFillCode::kAvx2);
+  return codes;
+}
+
+const char* NameOf(MaglevFillCode code) {
+  return code == MaglevFillCode::kAvx2 ? "avx2" : "portable";
+}
+
+LookupTable BuildWith(MaglevFillCode code, const std::vector<BackendSpec>& b, uint32_t m) {
+  absl::StatusOr<LookupTable> t = BuildMaglevTableWith(code, b, m);
+  EXPECT_TRUE(t.ok()) << NameOf(code) << ": " << t.status();
   return t.ok() ? *std::move(t) : LookupTable();
 }
 
@@ -86,15 +106,17 @@ TEST(MaglevTest, ProductionBuilderMatchesPaperReferenceOnRandomConfigs) {
       b.push_back({absl::StrFormat("node-%x-%d", rng() % 100000, i), w});
     }
     std::vector<int> ref = testing::ReferenceMaglevPopulate(b, m);
-    LookupTable t = Build(b, m);
-    if (ref.empty()) {
-      EXPECT_TRUE(t.empty());
-      continue;
-    }
-    ASSERT_EQ(t.size(), ref.size());
-    for (uint32_t s = 0; s < m; ++s) {
-      ASSERT_EQ(t.slot(s), ref[s]) << "trial " << trial << " M=" << m << " N=" << n
-                                   << " slot " << s;
+    for (MaglevFillCode code : FillCodesHere()) {
+      LookupTable t = BuildWith(code, b, m);
+      if (ref.empty()) {
+        EXPECT_TRUE(t.empty());
+        continue;
+      }
+      ASSERT_EQ(t.size(), ref.size());
+      for (uint32_t s = 0; s < m; ++s) {
+        ASSERT_EQ(t.slot(s), ref[s]) << NameOf(code) << " trial " << trial << " M=" << m
+                                     << " N=" << n << " slot " << s;
+      }
     }
   }
 }
@@ -111,9 +133,11 @@ TEST(MaglevTest, SkewedWeightsMatchReference) {
     b[rng() % n].weight = 1000 + static_cast<uint32_t>(rng() % 60000);
     if (trial % 3 == 0) b[rng() % n].weight = 0;
     std::vector<int> ref = testing::ReferenceMaglevPopulate(b, m);
-    LookupTable t = Build(b, m);
-    ASSERT_EQ(t.size(), ref.size());
-    for (uint32_t s = 0; s < m; ++s) ASSERT_EQ(t.slot(s), ref[s]) << "trial " << trial;
+    for (MaglevFillCode code : FillCodesHere()) {
+      LookupTable t = BuildWith(code, b, m);
+      ASSERT_EQ(t.size(), ref.size());
+      for (uint32_t s = 0; s < m; ++s) ASSERT_EQ(t.slot(s), ref[s]) << NameOf(code) << " trial " << trial;
+    }
   }
 }
 
@@ -123,9 +147,13 @@ TEST(MaglevTest, MatchesReferenceAtLargePrimeWhere32BitProductsWrap) {
   for (uint32_t m : {655373u, 1000003u}) {
     std::vector<BackendSpec> b = Backends(m == 655373u ? 1000 : 50);
     std::vector<int> ref = testing::ReferenceMaglevPopulate(b, m);
-    LookupTable t = Build(b, m);
-    ASSERT_EQ(t.size(), m);
-    for (uint32_t s = 0; s < m; ++s) ASSERT_EQ(t.slot(s), ref[s]) << "M=" << m << " slot " << s;
+    for (MaglevFillCode code : FillCodesHere()) {
+      LookupTable t = BuildWith(code, b, m);
+      ASSERT_EQ(t.size(), m);
+      for (uint32_t s = 0; s < m; ++s) {
+        ASSERT_EQ(t.slot(s), ref[s]) << NameOf(code) << " M=" << m << " slot " << s;
+      }
+    }
   }
 }
 
@@ -153,9 +181,11 @@ std::vector<BackendSpec> RandomBackends(std::mt19937_64& rng, int n, WeightMix m
 }
 
 // The builder probes in several ways as the table fills, with a byte map of
-// taken slots up to 2^17 slots and a bit map above, and a scan of the last
-// empty slots; each must give the paper's walk exactly. Random shapes over
-// N = 1..5000, every weight mix, and M on both sides of the 2^17 switch.
+// taken slots up to 2^17 slots and a bit map above (the portable code) or a
+// bit map and gathers (AVX2), and a scan of the last empty slots (in
+// vectors of 8 and the rest one by one with AVX2); each must give the
+// paper's walk exactly. Random shapes over N = 1..5000, every weight mix,
+// and M on both sides of the 2^17 switch.
 TEST(MaglevTest, MatchesReferenceOnRandomShapesAndSizes) {
   std::mt19937_64 rng(1300013);
   struct Size {
@@ -175,15 +205,17 @@ TEST(MaglevTest, MatchesReferenceOnRandomShapesAndSizes) {
       const WeightMix mix = static_cast<WeightMix>(rng() % 5);
       std::vector<BackendSpec> b = RandomBackends(rng, n, mix);
       std::vector<int> ref = testing::ReferenceMaglevPopulate(b, size.m);
-      LookupTable t = Build(b, size.m);
-      const std::string what = absl::StrFormat("M=%u N=%d mix %d trial %d", size.m, n,
-                                               static_cast<int>(mix), trial);
-      if (ref.empty()) {
-        EXPECT_TRUE(t.empty()) << what;
-        continue;
+      for (MaglevFillCode code : FillCodesHere()) {
+        LookupTable t = BuildWith(code, b, size.m);
+        const std::string what = absl::StrFormat("%s M=%u N=%d mix %d trial %d", NameOf(code),
+                                                 size.m, n, static_cast<int>(mix), trial);
+        if (ref.empty()) {
+          EXPECT_TRUE(t.empty()) << what;
+          continue;
+        }
+        ASSERT_EQ(t.size(), ref.size()) << what;
+        for (uint32_t s = 0; s < size.m; ++s) ASSERT_EQ(t.slot(s), ref[s]) << what << " slot " << s;
       }
-      ASSERT_EQ(t.size(), ref.size()) << what;
-      for (uint32_t s = 0; s < size.m; ++s) ASSERT_EQ(t.slot(s), ref[s]) << what << " slot " << s;
     }
   }
 }
@@ -270,12 +302,14 @@ TEST(MaglevTest, GoldenFingerprintCatchesAnyPlacementChange) {
   // are what tests/cli/maglev_oracle.py (the paper's algorithm in Python over
   // python3-xxhash) computes for the same configs.
   std::vector<BackendSpec> b = {{"web-a", 1}, {"web-b", 1}, {"web-c", 2}, {"web-d", 0}};
-  LookupTable t = Build(b);
-  EXPECT_EQ(t.fingerprint(), 0xe8a67d749960c6b1ULL)
-      << absl::StrFormat("got 0x%016x", t.fingerprint());
-  LookupTable small = Build(Backends(5), 251);
-  EXPECT_EQ(small.fingerprint(), 0x2446a2b4ea5d363eULL)
-      << absl::StrFormat("got 0x%016x", small.fingerprint());
+  for (MaglevFillCode code : FillCodesHere()) {
+    LookupTable t = BuildWith(code, b, kDefaultTableSize);
+    EXPECT_EQ(t.fingerprint(), 0xe8a67d749960c6b1ULL)
+        << NameOf(code) << absl::StrFormat(": got 0x%016x", t.fingerprint());
+    LookupTable small = BuildWith(code, Backends(5), 251);
+    EXPECT_EQ(small.fingerprint(), 0x2446a2b4ea5d363eULL)
+        << NameOf(code) << absl::StrFormat(": got 0x%016x", small.fingerprint());
+  }
 }
 
 TEST(MaglevTest, FingerprintDependsOnContents) {
@@ -401,6 +435,44 @@ TEST(MaglevTest, RefusesBadInput) {
   refused({{"a", 1}, {"", 1}}, 251, "empty name");
   // Configured weights stop at kMaxWeight (config); slow start scales them.
   refused({{"a", 1}, {"b", kMaxEffectiveWeight + 1}}, 251, "above the maximum");
+}
+
+// The largest table: positions and window offsets near 2^22 (the gathers'
+// 32-bit lanes, the scan's products near 2^44), every code against the
+// paper's walk.
+TEST(MaglevTest, MatchesReferenceAtTheLargestTableSize) {
+  std::mt19937_64 rng(4194301);
+  for (WeightMix mix : {WeightMix::kEqual, WeightMix::kOneToHundred}) {
+    std::vector<BackendSpec> b = RandomBackends(rng, mix == WeightMix::kEqual ? 7 : 300, mix);
+    std::vector<int> ref = testing::ReferenceMaglevPopulate(b, kMaxTableSize);
+    for (MaglevFillCode code : FillCodesHere()) {
+      LookupTable t = BuildWith(code, b, kMaxTableSize);
+      ASSERT_EQ(t.size(), ref.size()) << NameOf(code);
+      for (uint32_t s = 0; s < kMaxTableSize; ++s) {
+        ASSERT_EQ(t.slot(s), ref[s]) << NameOf(code) << " mix " << static_cast<int>(mix) << " slot " << s;
+      }
+    }
+  }
+}
+
+// BuildMaglevTable takes the AVX2 code wherever it runs, unless the kernel
+// reports the microcode that slows gathers; a code that cannot run is
+// refused, not run.
+TEST(MaglevTest, PrefersTheAvx2FillWhereItRunsAndRefusesWhatCannotRun) {
+  if (MaglevFillCodeRuns(MaglevFillCode::kAvx2)) {
+    std::ifstream gds("/sys/devices/system/cpu/vulnerabilities/gather_data_sampling");
+    std::string state;
+    std::getline(gds, state);
+    const bool gathers_slowed = state.rfind("Mitigation: Microcode", 0) == 0;
+    EXPECT_EQ(PreferredMaglevFillCode(), gathers_slowed ? MaglevFillCode::kPortable : MaglevFillCode::kAvx2)
+        << "gather_data_sampling: " << state;
+    EXPECT_TRUE(BuildMaglevTableWith(MaglevFillCode::kAvx2, Backends(3), 251).ok());
+  } else {
+    EXPECT_EQ(PreferredMaglevFillCode(), MaglevFillCode::kPortable);
+    absl::StatusOr<LookupTable> t = BuildMaglevTableWith(MaglevFillCode::kAvx2, Backends(3), 251);
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition) << t.status();
+  }
+  EXPECT_TRUE(BuildMaglevTableWith(MaglevFillCode::kPortable, Backends(3), 251).ok());
 }
 
 TEST(MaglevTest, AcceptsPrimesAcrossTheRange) {
