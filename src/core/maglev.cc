@@ -177,7 +177,7 @@ namespace avx2 {
 // Where the Gather Data Sampling mitigation is loaded, the microcode makes
 // every gather several times slower and the portable fill is the faster.
 bool GathersSlowedByMicrocode() {
-  FILE* f = std::fopen("/sys/devices/system/cpu/vulnerabilities/gather_data_sampling", "r");
+  FILE* f = std::fopen("/sys/devices/system/cpu/vulnerabilities/gather_data_sampling", "re");
   if (f == nullptr) return false;
   char line[128] = {};
   const bool slowed = std::fgets(line, sizeof(line), f) != nullptr &&
@@ -189,8 +189,11 @@ bool GathersSlowedByMicrocode() {
 
 bool Avx2FillRuns() {
 #if MAGLB_HAVE_AVX2_FILL
-  static const bool runs = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi") &&
-                           __builtin_cpu_supports("bmi2");
+  static const bool runs = [] {
+    __builtin_cpu_init();  // right even when the first build runs in a static constructor
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi") &&
+           __builtin_cpu_supports("bmi2");
+  }();
   return runs;
 #else
   return false;
