@@ -71,7 +71,36 @@ struct FakeTx {
   uint16_t n = 0;
   uint64_t flushed = 0;
   uint64_t queued() const { return flushed + n; }
+  // The pipeline queues a burst's frames; returns how many.
+  uint64_t Queue(uint16_t got) {
+    const uint64_t before = queued();
+    n = static_cast<uint16_t>(n + got);
+    benchmark::ClobberMemory();
+    return queued() - before;
+  }
+  void Flush() {
+    if (n != 0) {
+      flushed += n;
+      n = 0;
+    }
+  }
 };
+
+// The end of every pass: the poll counters as the loop keeps them.
+struct PassCounts {
+  uint64_t polls = 0, busy_polls = 0;
+  void Count(PollCounters& c, uint16_t got) {
+    busy_polls += got != 0;
+    c.polls.Set(++polls);
+    c.busy_polls.Set(busy_polls);
+  }
+};
+
+void ReportFramesTimed(benchmark::State& state, const maglb::LatencyHistogram& latency) {
+  uint64_t timed = 0;
+  for (uint64_t n : latency.Counts()) timed += n;
+  state.counters["frames_timed"] = static_cast<double>(timed);
+}
 
 // The loop's pass as in BM_Pass_RegisterCountsSet, a burst of 32 when
 // (pass & busy_mask) == 0, its frames queued and flushed; with `kLatency`,
@@ -83,7 +112,8 @@ void BM_PassWithLatency(benchmark::State& state) {
   static FakeTx tx;
   const uint64_t busy_mask = static_cast<uint64_t>(state.range(0));
   const maglb::TscToNs to_ns(2'500'000'000u);  // the rate does not change the cost
-  uint64_t pass = 0, polls = 0, busy_polls = 0;
+  uint64_t pass = 0;
+  PassCounts counts;
   for (auto _ : state) {
     uint64_t rx_tsc = 0, frames = 0;
     uint16_t got = (pass++ & busy_mask) == 0 ? 32 : 0;
@@ -91,26 +121,16 @@ void BM_PassWithLatency(benchmark::State& state) {
     if (got != 0) {
       rx_tsc = rte_rdtsc();  // the pipeline's clock, in both
       benchmark::DoNotOptimize(rx_tsc);
-      const uint64_t before = tx.queued();
-      tx.n = static_cast<uint16_t>(tx.n + got);  // the pipeline queued them
-      benchmark::ClobberMemory();
-      frames = tx.queued() - before;
+      frames = tx.Queue(got);
     }
-    if (tx.n != 0) {  // Flush
-      tx.flushed += tx.n;
-      tx.n = 0;
-    }
+    tx.Flush();
     if constexpr (kLatency) {
       if (frames != 0) latency.Record(to_ns(rte_rdtsc() - rx_tsc), frames);
     }
     benchmark::DoNotOptimize(frames);
-    busy_polls += got != 0;
-    c.polls.Set(++polls);
-    c.busy_polls.Set(busy_polls);
+    counts.Count(c, got);
   }
-  uint64_t timed = 0;
-  for (uint64_t n : latency.Counts()) timed += n;
-  state.counters["frames_timed"] = static_cast<double>(timed);
+  ReportFramesTimed(state, latency);
 }
 
 void BM_Pass_WithoutLatency(benchmark::State& state) { BM_PassWithLatency<false>(state); }
@@ -125,7 +145,8 @@ void BM_Pass_WithLatencyOneRead(benchmark::State& state) {
   static FakeTx tx;
   const uint64_t busy_mask = static_cast<uint64_t>(state.range(0));
   const maglb::TscToNs to_ns(2'500'000'000u);
-  uint64_t pass = 0, polls = 0, busy_polls = 0;
+  uint64_t pass = 0;
+  PassCounts counts;
   uint64_t sent_tsc = 0, sent_frames = 0;
   for (auto _ : state) {
     const uint64_t pass_tsc = rte_rdtsc();
@@ -136,23 +157,13 @@ void BM_Pass_WithLatencyOneRead(benchmark::State& state) {
     benchmark::DoNotOptimize(got);
     if (got != 0) {
       benchmark::DoNotOptimize(pass_tsc);  // the pipeline's clock
-      const uint64_t before = tx.queued();
-      tx.n = static_cast<uint16_t>(tx.n + got);
-      benchmark::ClobberMemory();
-      sent_frames = tx.queued() - before;
+      sent_frames = tx.Queue(got);
     }
-    if (tx.n != 0) {
-      tx.flushed += tx.n;
-      tx.n = 0;
-    }
+    tx.Flush();
     benchmark::DoNotOptimize(sent_frames);
-    busy_polls += got != 0;
-    c.polls.Set(++polls);
-    c.busy_polls.Set(busy_polls);
+    counts.Count(c, got);
   }
-  uint64_t timed = 0;
-  for (uint64_t n : latency.Counts()) timed += n;
-  state.counters["frames_timed"] = static_cast<double>(timed);
+  ReportFramesTimed(state, latency);
 }
 
 }  // namespace
