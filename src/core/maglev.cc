@@ -157,7 +157,6 @@ struct alignas(64) Claimant {
   uint16_t index;              // position in the caller's list
 };
 
-
 namespace portable {
 #define MAGLB_FILL_AVX2 0
 #include "maglev_fill.inc"
@@ -229,35 +228,6 @@ Scratch& ThreadScratch() {
 
 absl::StatusOr<LookupTable> Build([[maybe_unused]] MaglevFillCode code,
                                   std::span<const BackendSpec> backends,
-                                  uint32_t m);
-
-}  // namespace
-
-MaglevFillCode PreferredMaglevFillCode() {
-  return Avx2FillPreferred() ? MaglevFillCode::kAvx2 : MaglevFillCode::kPortable;
-}
-
-bool MaglevFillCodeRuns(MaglevFillCode code) {
-  return code == MaglevFillCode::kPortable || Avx2FillRuns();
-}
-
-absl::StatusOr<LookupTable> BuildMaglevTable(std::span<const BackendSpec> backends, uint32_t m) {
-  return Build(PreferredMaglevFillCode(), backends, m);
-}
-
-absl::StatusOr<LookupTable> BuildMaglevTableWith(MaglevFillCode code,
-                                                 std::span<const BackendSpec> backends,
-                                                 uint32_t m) {
-  if (!MaglevFillCodeRuns(code)) {
-    return absl::FailedPreconditionError("this CPU or build has no AVX2 Maglev fill");
-  }
-  return Build(code, backends, m);
-}
-
-namespace {
-
-absl::StatusOr<LookupTable> Build([[maybe_unused]] MaglevFillCode code,
-                                  std::span<const BackendSpec> backends,
                                   uint32_t m) {
   if (absl::Status s = ValidateSizesNamesWeights(backends, m); !s.ok()) return s;
 
@@ -321,5 +291,26 @@ absl::StatusOr<LookupTable> Build([[maybe_unused]] MaglevFillCode code,
 }
 
 }  // namespace
+
+MaglevFillCode PreferredMaglevFillCode() {
+  return Avx2FillPreferred() ? MaglevFillCode::kAvx2 : MaglevFillCode::kPortable;
+}
+
+bool MaglevFillCodeRuns(MaglevFillCode code) {
+  return code == MaglevFillCode::kPortable || Avx2FillRuns();
+}
+
+absl::StatusOr<LookupTable> BuildMaglevTable(std::span<const BackendSpec> backends, uint32_t m) {
+  return Build(PreferredMaglevFillCode(), backends, m);
+}
+
+absl::StatusOr<LookupTable> BuildMaglevTableWith(MaglevFillCode code,
+                                                 std::span<const BackendSpec> backends,
+                                                 uint32_t m) {
+  if (!MaglevFillCodeRuns(code)) {
+    return absl::FailedPreconditionError("this CPU or build has no AVX2 Maglev fill");
+  }
+  return Build(code, backends, m);
+}
 
 }  // namespace maglb
