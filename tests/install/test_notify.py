@@ -14,17 +14,24 @@ import socket
 import subprocess
 import sys
 import tempfile
+import struct
 import time
+from datetime import datetime, timezone
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
 import lbtest  # noqa: E402
 
 WAIT_S = 60  # generous: a loaded CI host starts EAL slowly
+# SO_TIMESTAMPNS (asm-generic/socket.h; Python's socket module lacks it): the
+# kernel stamps each datagram when it is sent, SCM_TIMESTAMPNS in recvmsg.
+SO_TIMESTAMPNS = 35
 
 
 class Daemon:
     """maglb on net_null with NOTIFY_SOCKET set; events (log lines and
-    notifications) are recorded in the order they arrive."""
+    notifications) are recorded in the order they arrive, each with when it
+    was made: a notification's send time (the kernel's stamp, ns), a log
+    line's own timestamp (ms) (see sent_before)."""
 
     def __init__(self, tmp, name, config, notify_socket, listen=None):
         self.prefix = "mlb-notify-%d-%s" % (os.getpid(), name)
@@ -42,10 +49,14 @@ class Daemon:
         ready, _, _ = select.select(fds, [], [], timeout)
         for f in ready:
             if f is self.listen:
-                data = self.listen.recv(65536).decode()
+                raw, ancillary, _, _ = self.listen.recvmsg(65536, socket.CMSG_SPACE(16))
+                data = raw.decode()
+                sent_ns = next((struct.unpack("qq", d[:16]) for level, kind, d in ancillary
+                                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS), None)
                 fields = dict(l.split("=", 1) for l in data.split("\n") if "=" in l)
                 lbtest.log("notify: %r" % data)
-                self.events.append(("notify", fields))
+                self.events.append(("notify", fields,
+                                    None if sent_ns is None else sent_ns[0] * 10**9 + sent_ns[1]))
             else:
                 chunk = os.read(self.p.stdout.fileno(), 65536)
                 if not chunk:
@@ -53,8 +64,9 @@ class Daemon:
                 self._partial += chunk
                 *lines, self._partial = self._partial.split(b"\n")
                 for l in lines:
-                    lbtest.log("maglb: " + l.decode(errors="replace"))
-                    self.events.append(("log", l.decode(errors="replace")))
+                    line = l.decode(errors="replace")
+                    lbtest.log("maglb: " + line)
+                    self.events.append(("log", line, log_stamp_ms(line)))
         return True
 
     def wait_for(self, pred, what):
@@ -97,8 +109,35 @@ def first_index(events, pred):
     return next((i for i, e in enumerate(events) if pred(e)), None)
 
 
+def log_stamp_ms(line):
+    """A log line's leading UTC timestamp (2026-12-02T06:54:25.040Z), in ms
+    since the epoch; None without one."""
+    try:
+        stamp = datetime.strptime(line[:24], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None
+    return int(stamp.timestamp() * 1000 + 0.5)
+
+
+def sent_before(events, notified, logged):
+    """Whether notification `notified` was sent before log line `logged` was
+    written (indices into events). The two come through different channels
+    (a datagram, a pipe): when both are waiting at one read, the order they
+    are read in says nothing, so the times they carry decide, the
+    datagram's in ns against the line's in ms; within the line's millisecond
+    the order of arrival decides, as it must without a finer clock."""
+    sent_ns, line_ms = events[notified][2], events[logged][2]
+    if sent_ns is not None and line_ms is not None:
+        if sent_ns < line_ms * 10**6:
+            return True
+        if sent_ns >= (line_ms + 1) * 10**6:
+            return False
+    return notified < logged
+
+
 def lifecycle(tmp, name, config, vips, backends, address, bind_to):
     listen = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listen.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     listen.bind(bind_to)
     d = Daemon(tmp, name, config, address, listen)
     try:
@@ -140,8 +179,10 @@ def lifecycle(tmp, name, config, vips, backends, address, bind_to):
         stopping = d.wait_for(notify("STOPPING", "1"), "STOPPING=1 after SIGTERM")
         rc = d.wait_exit()
         stopped = first_index(d.events, log_line("maglb: stopped on SIGTERM"))
-        lbtest.check(rc == 0 and stopped is not None and stopping < stopped,
-                     "%s: STOPPING=1 before the 'stopped on SIGTERM' line, exit 0 (exit %s)" % (name, rc))
+        lbtest.check(rc == 0 and stopped is not None and sent_before(d.events, stopping, stopped),
+                     "%s: STOPPING=1 before the 'stopped on SIGTERM' line, exit 0 (exit %s; sent at %s ns, "
+                     "line at %s ms)" % (name, rc, d.events[stopping][2],
+                                         None if stopped is None else d.events[stopped][2]))
         lbtest.check(d.events[stopping][1].get("STATUS") == "stopping (SIGTERM)",
                      "%s: STOPPING's STATUS: %s" % (name, d.events[stopping][1]))
         lbtest.check(not any("cannot notify" in e[1] for e in d.events if e[0] == "log"),
