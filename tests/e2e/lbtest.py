@@ -439,13 +439,20 @@ class Testbed:
     # --- traffic from the client namespace ---
 
     def curl_many(self, vip, n, timeout=60):
-        """n sequential HTTP requests (new connection each); {backend: count}."""
+        """n sequential HTTP requests (new connection each); {backend: count}.
+        The client ports the connections used are left in self.curl_ports
+        (the kernel may give a port again once its connection has closed: the
+        LB then sees the same flow again, not a new one)."""
         url = "http://[%s]/" % vip if ":" in vip else "http://%s/" % vip
         r = ns("mlb-client", "curl", "-s", "-m", "5", "--retry", "0", "-H", "Connection: close",
-               *([url] * n), timeout=timeout, check_rc=False)
+               "-w", " client-port=%{local_port}\n", *([url] * n), timeout=timeout, check_rc=False)
         counts = {}
-        for line in r.stdout.split():
-            counts[line] = counts.get(line, 0) + 1
+        self.curl_ports = []
+        for word in r.stdout.split():
+            if word.startswith("client-port="):
+                self.curl_ports.append(int(word[len("client-port="):]))
+            else:
+                counts[word] = counts.get(word, 0) + 1
         return counts
 
     def udp_many(self, vip, n, timeout=30):
