@@ -248,7 +248,8 @@ report::Report TableReport(const telemetry::Snapshot& snap) {
     totals.notes.push_back("health: not reported (this maglb is older than health checks)");
   }
   totals.notes.push_back(AnnounceLine(snap.announce, snap.announce_error));
-  for (const auto& [vip_name, v] : vips) {
+  for (const auto& [vip_name, vip] : vips) {
+    const Json& v = vip;  // a plain reference: clang before 16 cannot capture a structured binding
     auto vn = [&](MetricId id) { return VipU64(v, id); };
     report::Table& t = out.tables.emplace_back();
     t.id = absl::StrCat("vip:", vip_name);

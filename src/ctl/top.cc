@@ -251,7 +251,8 @@ std::vector<std::string> RenderView(const Sample* prev, const Sample& cur, const
                report::FixedColumn("flows/s", Align::kRight, 8),
                report::FixedColumn("announced", Align::kLeft, 0)};
   std::vector<std::string> went_back;  // rows whose counters started over
-  for (const auto& [vip_name, v] : s.vips) {
+  for (const auto& [vip_name, vip] : s.vips) {
+    const Json& v = vip;  // a plain reference: clang before 16 cannot capture a structured binding
     const Json* pv = prev ? FindVip(prev->snap, vip_name) : nullptr;
     Rates row_rates = rates;
     row_rates.went_back = false;
