@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <numeric>
 #include <queue>
 #include <span>
 #include <string>
@@ -216,6 +217,7 @@ bool Avx2FillPreferred() {
 // backend stay allocated per thread that built a table.
 struct Scratch {
   std::vector<uint64_t> map;
+  std::vector<uint16_t> claim_order;  // PeriodicSchedule's period
   std::vector<HashedIndex> order;
   std::vector<uint64_t> skip_hash;
   std::vector<Claimant> claimants;
@@ -282,11 +284,13 @@ absl::StatusOr<LookupTable> Build([[maybe_unused]] MaglevFillCode code,
   std::vector<uint16_t> slots(m);
 #if MAGLB_HAVE_AVX2_FILL
   if (code == MaglevFillCode::kAvx2) {
-    avx2::FillSlots(claimants, max_weight, total_weight, m, scratch.map, slots.data());
+    avx2::FillSlots(claimants, max_weight, total_weight, m, scratch.map, scratch.claim_order,
+                    slots.data());
     return LookupTable(std::move(slots), std::move(names));
   }
 #endif
-  portable::FillSlots(claimants, max_weight, total_weight, m, scratch.map, slots.data());
+  portable::FillSlots(claimants, max_weight, total_weight, m, scratch.map, scratch.claim_order,
+                      slots.data());
   return LookupTable(std::move(slots), std::move(names));
 }
 
