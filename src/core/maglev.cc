@@ -213,11 +213,12 @@ bool Avx2FillPreferred() {
 // to the next. Allocated afresh it cost page faults, and the time of a build
 // depended on what the allocator had lately freed: glibc maps blocks of 128
 // KiB and more itself and unmaps them on free, and the byte map at M = 65537
-// is 128 KiB. At most 1 MiB of map (M = kMaxTableSize) and 88 bytes per
-// backend stay allocated per thread that built a table.
+// is 128 KiB. At most 1 MiB of map (M = kMaxTableSize), 128 KiB of claim
+// order and 88 bytes per backend stay allocated per thread that built a
+// table.
 struct Scratch {
   std::vector<uint64_t> map;
-  std::vector<uint16_t> claim_order;  // PeriodicSchedule's period
+  std::vector<uint16_t> claim_order;  // PeriodicSchedule's period, at most 128 KiB
   std::vector<HashedIndex> order;
   std::vector<uint64_t> skip_hash;
   std::vector<Claimant> claimants;
