@@ -51,9 +51,11 @@ MaglevPermutation MaglevPermutationOf(std::string_view name, uint32_t m);
 /// positions while the table fills, then, once fewer than about sqrt(M) slots
 /// are empty, a scan of those slots by permutation distance; no division. The
 /// schedule of turns is a plain round-robin when most backends claim in most
-/// turns, a heap of next-claim turns (O(M log N)) when weights are skewed.
-/// Each thread keeps its scratch (the map, 88 bytes per backend) between
-/// builds: at most about 1 MiB plus 6 MiB for 65535 backends.
+/// turns (with unequal weights, from a list of the claims of one period of
+/// turns where that period has at most 2^16 claims), a heap of next-claim
+/// turns (O(M log N)) when weights are skewed. Each thread keeps its scratch
+/// (the map, the period's list, 88 bytes per backend) between builds: at most
+/// about 1.2 MiB plus 6 MiB for 65535 backends.
 ///
 /// On x86-64 CPUs with AVX2, BMI and BMI2 (GCC builds) the last empty slots
 /// are scanned with vectors and, above 2^17 slots, probes are gathers over a

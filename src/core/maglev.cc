@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <numeric>
 #include <queue>
 #include <span>
 #include <string>
@@ -212,10 +213,12 @@ bool Avx2FillPreferred() {
 // to the next. Allocated afresh it cost page faults, and the time of a build
 // depended on what the allocator had lately freed: glibc maps blocks of 128
 // KiB and more itself and unmaps them on free, and the byte map at M = 65537
-// is 128 KiB. At most 1 MiB of map (M = kMaxTableSize) and 88 bytes per
-// backend stay allocated per thread that built a table.
+// is 128 KiB. At most 1 MiB of map (M = kMaxTableSize), 128 KiB of claim
+// order and 88 bytes per backend stay allocated per thread that built a
+// table.
 struct Scratch {
   std::vector<uint64_t> map;
+  std::vector<uint16_t> claim_order;  // PeriodicSchedule's period, at most 128 KiB
   std::vector<HashedIndex> order;
   std::vector<uint64_t> skip_hash;
   std::vector<Claimant> claimants;
@@ -282,11 +285,13 @@ absl::StatusOr<LookupTable> Build([[maybe_unused]] MaglevFillCode code,
   std::vector<uint16_t> slots(m);
 #if MAGLB_HAVE_AVX2_FILL
   if (code == MaglevFillCode::kAvx2) {
-    avx2::FillSlots(claimants, max_weight, total_weight, m, scratch.map, slots.data());
+    avx2::FillSlots(claimants, max_weight, total_weight, m, scratch.map, scratch.claim_order,
+                    slots.data());
     return LookupTable(std::move(slots), std::move(names));
   }
 #endif
-  portable::FillSlots(claimants, max_weight, total_weight, m, scratch.map, slots.data());
+  portable::FillSlots(claimants, max_weight, total_weight, m, scratch.map, scratch.claim_order,
+                      slots.data());
   return LookupTable(std::move(slots), std::move(names));
 }
 

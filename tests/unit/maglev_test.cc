@@ -121,6 +121,29 @@ TEST(MaglevTest, ProductionBuilderMatchesPaperReferenceOnRandomConfigs) {
   }
 }
 
+// Weighted schedules repeat every max_weight / gcd turns: weights with a
+// common factor (the period shorter than max_weight turns), and periods too
+// long to list, both as the reference places them.
+TEST(MaglevTest, WeightsWithACommonFactorMatchReference) {
+  for (uint32_t m : {251u, 4099u, 65537u}) {
+    for (int n : {2, 7, 63, 64, 200}) {
+      for (uint32_t factor : {1u, 3u, 1000u}) {
+        std::vector<BackendSpec> b = Backends(n);
+        for (int i = 0; i < n; ++i) b[i].weight = factor * (1 + static_cast<uint32_t>(i * 7 % 5));
+        std::vector<int> ref = testing::ReferenceMaglevPopulate(b, m);
+        for (MaglevFillCode code : FillCodesHere()) {
+          LookupTable t = BuildWith(code, b, m);
+          ASSERT_EQ(t.size(), ref.size());
+          for (uint32_t s = 0; s < m; ++s) {
+            ASSERT_EQ(t.slot(s), ref[s]) << NameOf(code) << " M=" << m << " N=" << n
+                                         << " factor " << factor << " slot " << s;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(MaglevTest, SkewedWeightsMatchReference) {
   // One heavy backend among many light ones: the builder schedules claims
   // from a heap instead of visiting every backend every turn; same result.
