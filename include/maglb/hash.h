@@ -28,6 +28,13 @@ inline uint64_t Xxh64(std::span<const uint8_t> bytes, uint64_t seed) {
   return Xxh64(bytes.data(), bytes.size(), seed);
 }
 
+/// Xxh64(data, len, seeds[k]) for k = 0..kSeeds-1, computed together: the
+/// chains share their loads and loop branches and run side by side (a
+/// backend's name is hashed three times per table build).
+template <size_t kSeeds>
+void Xxh64Seeds(std::string_view data, const uint64_t (&seeds)[kSeeds], uint64_t (&out)[kSeeds]);
+extern template void Xxh64Seeds<3>(std::string_view, const uint64_t (&)[3], uint64_t (&)[3]);
+
 /// Writes v as 8 little-endian bytes (one store on little-endian hosts).
 inline void StoreLe64(uint64_t v, uint8_t* out) {
   if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);

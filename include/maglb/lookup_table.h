@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace maglb {
@@ -33,6 +34,14 @@ class LookupTable {
   LookupTable() = default;
   /// `slots` must be non-empty and every entry < backend_names.size().
   LookupTable(std::vector<uint16_t> slots, std::vector<std::string> backend_names);
+  /// The same, for a builder that hashed the names already: name_hashes[i]
+  /// must be NameHash(backend_names[i]).
+  LookupTable(std::vector<uint16_t> slots, std::vector<std::string> backend_names,
+              std::span<const uint64_t> name_hashes);
+  /// The hash of a name that orders the fingerprint's names: Xxh64 with
+  /// kNameHashSeed.
+  static constexpr uint64_t kNameHashSeed = 0x6d61676c622d6670ULL;  // "maglb-fp"
+  static uint64_t NameHash(std::string_view name);
 
   /// True when the table has no slots: every backend weighs 0 (or none exist),
   /// so new flows have nowhere to go.

@@ -71,6 +71,39 @@ uint64_t Xxh64(const void* data, size_t len, uint64_t seed) {
   return Finish(h, p, len);
 }
 
+template <size_t kSeeds>
+void Xxh64Seeds(std::string_view data, const uint64_t (&seeds)[kSeeds], uint64_t (&out)[kSeeds]) {
+  size_t len = data.size();
+  if (len >= 32) {  // not a name's length: one at a time
+    for (size_t k = 0; k < kSeeds; ++k) out[k] = Xxh64(data.data(), len, seeds[k]);
+    return;
+  }
+  const auto* p = reinterpret_cast<const uint8_t*>(data.data());
+  uint64_t h[kSeeds];
+  for (size_t k = 0; k < kSeeds; ++k) h[k] = seeds[k] + kP5 + len;
+  // Finish, lane by lane.
+  while (len >= 8) {
+    const uint64_t lane = LoadLe64(p);
+    for (size_t k = 0; k < kSeeds; ++k) h[k] = Tail8(h[k], lane);
+    p += 8;
+    len -= 8;
+  }
+  if (len >= 4) {
+    const uint64_t word = uint64_t{LoadLe32(p)} * kP1;
+    for (size_t k = 0; k < kSeeds; ++k) h[k] = std::rotl(h[k] ^ word, 23) * kP2 + kP3;
+    p += 4;
+    len -= 4;
+  }
+  while (len > 0) {
+    const uint64_t byte = uint64_t{*p} * kP5;
+    for (size_t k = 0; k < kSeeds; ++k) h[k] = std::rotl(h[k] ^ byte, 11) * kP1;
+    ++p;
+    --len;
+  }
+  for (size_t k = 0; k < kSeeds; ++k) out[k] = Avalanche(h[k]);
+}
+template void Xxh64Seeds<3>(std::string_view, const uint64_t (&)[3], uint64_t (&)[3]);
+
 Xxh64Stream::Xxh64Stream(uint64_t seed) : seed_(seed) { InitLanes(acc_, seed); }
 
 void Xxh64Stream::Update(const void* data, size_t len) {

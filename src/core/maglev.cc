@@ -221,6 +221,7 @@ struct Scratch {
   std::vector<uint16_t> claim_order;  // PeriodicSchedule's period, at most 128 KiB
   std::vector<HashedIndex> order;
   std::vector<uint64_t> skip_hash;
+  std::vector<uint64_t> name_hash;  // LookupTable::NameHash, for the fingerprint
   std::vector<Claimant> claimants;
 };
 
@@ -244,9 +245,15 @@ absl::StatusOr<LookupTable> Build([[maybe_unused]] MaglevFillCode code,
   std::vector<uint64_t>& skip_hash = scratch.skip_hash;
   order.resize(backends.size());
   skip_hash.resize(backends.size());
-  for (size_t i = 0; i < backends.size(); ++i) {  // both hashes while the name is at hand
-    order[i] = {Xxh64(backends[i].name, kMaglevOffsetSeed), static_cast<uint16_t>(i)};
-    skip_hash[i] = Xxh64(backends[i].name, kMaglevSkipSeed);
+  std::vector<uint64_t>& name_hash = scratch.name_hash;
+  name_hash.resize(backends.size());
+  for (size_t i = 0; i < backends.size(); ++i) {  // the three hashes of a name at once
+    static constexpr uint64_t kSeeds[3] = {kMaglevOffsetSeed, kMaglevSkipSeed, LookupTable::kNameHashSeed};
+    uint64_t h[3];
+    Xxh64Seeds(backends[i].name, kSeeds, h);
+    order[i] = {h[0], static_cast<uint16_t>(i)};
+    skip_hash[i] = h[1];
+    name_hash[i] = h[2];
   }
   SortByHashThenName(order, [&](uint16_t i) -> const std::string& { return backends[i].name; });
   for (size_t i = 1; i < order.size(); ++i) {
@@ -287,12 +294,12 @@ absl::StatusOr<LookupTable> Build([[maybe_unused]] MaglevFillCode code,
   if (code == MaglevFillCode::kAvx2) {
     avx2::FillSlots(claimants, max_weight, total_weight, m, scratch.map, scratch.claim_order,
                     slots.data());
-    return LookupTable(std::move(slots), std::move(names));
+    return LookupTable(std::move(slots), std::move(names), name_hash);
   }
 #endif
   portable::FillSlots(claimants, max_weight, total_weight, m, scratch.map, scratch.claim_order,
                       slots.data());
-  return LookupTable(std::move(slots), std::move(names));
+  return LookupTable(std::move(slots), std::move(names), name_hash);
 }
 
 }  // namespace
