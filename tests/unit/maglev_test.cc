@@ -292,6 +292,18 @@ TEST(LookupTableTest, FingerprintMatchesItsDefinition) {
     for (uint16_t& s : slots) s = static_cast<uint16_t>(rng() % owners);
     const uint64_t expected = ReferenceFingerprint(slots, names);
     EXPECT_EQ(LookupTable(slots, names).fingerprint(), expected) << "trial " << trial;
+    // The constructor for builders that hashed the names already.
+    std::vector<uint64_t> hashes;
+    for (const std::string& name : names) hashes.push_back(LookupTable::NameHash(name));
+    EXPECT_EQ(LookupTable(slots, names, hashes).fingerprint(), expected) << "trial " << trial;
+  }
+  // The Maglev builder passes its own hashes of the names (Xxh64Seeds).
+  for (int n : {1, 7, 64, 700, 5000}) {
+    std::vector<BackendSpec> backends;
+    for (int i = 0; i < n; ++i) backends.push_back({absl::StrFormat("pool-%d.example", i * 37), 1u + i % 3});
+    const absl::StatusOr<LookupTable> t = BuildMaglevTable(backends, 65537);
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(t->fingerprint(), ReferenceFingerprint(t->slots(), t->backend_names())) << "N = " << n;
   }
 }
 
