@@ -34,10 +34,13 @@ class LookupTable {
   LookupTable() = default;
   /// `slots` must be non-empty and every entry < backend_names.size().
   LookupTable(std::vector<uint16_t> slots, std::vector<std::string> backend_names);
-  /// The same, for a builder that hashed the names already: name_hashes[i]
-  /// must be NameHash(backend_names[i]).
-  LookupTable(std::vector<uint16_t> slots, std::vector<std::string> backend_names,
-              std::span<const uint64_t> name_hashes);
+  /// What a builder may know already, so that the constructor does not work
+  /// it out again; each part empty or exactly right.
+  struct Known {
+    std::span<const uint64_t> name_hashes;  // [i]: NameHash(backend_names[i])
+    std::span<const uint8_t> owns;          // [i]: 1 if backend i holds a slot, else 0
+  };
+  LookupTable(std::vector<uint16_t> slots, std::vector<std::string> backend_names, Known known);
   /// The hash of a name that orders the fingerprint's names: Xxh64 with
   /// kNameHashSeed.
   static constexpr uint64_t kNameHashSeed = 0x6d61676c622d6670ULL;  // "maglb-fp"

@@ -24,23 +24,28 @@ uint64_t LookupTable::NameHash(std::string_view name) { return Xxh64(name, kName
 
 LookupTable::LookupTable(std::vector<uint16_t> slots,
                          std::vector<std::string> backend_names)
-    : LookupTable(std::move(slots), std::move(backend_names), {}) {}
+    : LookupTable(std::move(slots), std::move(backend_names), Known{}) {}
 
 LookupTable::LookupTable(std::vector<uint16_t> slots,
                          std::vector<std::string> backend_names,
-                         std::span<const uint64_t> name_hashes)
+                         Known known)
     : slots_(std::move(slots)), backend_names_(std::move(backend_names)) {
   if (slots_.empty()) return;
   // Identity by name, not by list position: rank the names that own slots in
   // a canonical order (by name hash, ties by name; integers sort cheaply),
   // hash those names, then each slot's rank.
-  std::vector<uint8_t> owns(backend_names_.size(), 0);
+  std::vector<uint8_t> found;
+  std::span<const uint8_t> owns = known.owns;
+  if (owns.empty()) {
+    found.assign(backend_names_.size(), 0);
 #pragma GCC unroll 8
-  for (uint16_t b : slots_) owns[b] = 1;  // a store per slot, no read-modify-write
+    for (uint16_t b : slots_) found[b] = 1;  // a store per slot, no read-modify-write
+    owns = found;
+  }
   std::vector<HashedIndex> present;
   for (size_t i = 0; i < owns.size(); ++i) {
     if (owns[i]) {
-      present.push_back({name_hashes.empty() ? NameHash(backend_names_[i]) : name_hashes[i],
+      present.push_back({known.name_hashes.empty() ? NameHash(backend_names_[i]) : known.name_hashes[i],
                          static_cast<uint16_t>(i)});
     }
   }

@@ -155,8 +155,10 @@ struct alignas(64) Claimant {
   uint32_t inv_skip;           // skip^-1 mod M, set when the scan first needs it
   uint32_t weight;
   uint32_t credit;             // < max_weight between turns (round-robin schedules)
+  uint32_t first;              // `next` before the fill
   uint16_t index;              // position in the caller's list
 };
+static_assert(sizeof(Claimant) == 64);
 
 namespace portable {
 #define MAGLB_FILL_AVX2 0
@@ -222,6 +224,7 @@ struct Scratch {
   std::vector<HashedIndex> order;
   std::vector<uint64_t> skip_hash;
   std::vector<uint64_t> name_hash;  // LookupTable::NameHash, for the fingerprint
+  std::vector<uint8_t> owns;        // which backends hold a slot, for the fingerprint
   std::vector<Claimant> claimants;
 };
 
@@ -274,6 +277,7 @@ absl::StatusOr<LookupTable> Build([[maybe_unused]] MaglevFillCode code,
     Claimant& c = claimants.emplace_back();
     // MaglevPermutationOf, reusing the offset hash the turn order computed.
     c.next = mod_m(turn.key);
+    c.first = c.next;
     c.skip = mod_m_minus_1(skip_hash[i]) + 1;
     // k * skip mod M by additions: eight 64-bit divisions per backend had
     // cost more than the fill at N = 5000.
@@ -294,12 +298,23 @@ absl::StatusOr<LookupTable> Build([[maybe_unused]] MaglevFillCode code,
   if (code == MaglevFillCode::kAvx2) {
     avx2::FillSlots(claimants, max_weight, total_weight, m, scratch.map, scratch.claim_order,
                     slots.data());
-    return LookupTable(std::move(slots), std::move(names), name_hash);
-  }
+  } else
 #endif
-  portable::FillSlots(claimants, max_weight, total_weight, m, scratch.map, scratch.claim_order,
-                      slots.data());
-  return LookupTable(std::move(slots), std::move(names), name_hash);
+  {
+    portable::FillSlots(claimants, max_weight, total_weight, m, scratch.map, scratch.claim_order,
+                        slots.data());
+  }
+  // Who holds a slot (the fingerprint names only those), from the claimants
+  // rather than from the M slots: a claimant that claimed has moved on from
+  // its first position, unless its claims took it once around its whole
+  // permutation, whose last position it then holds.
+  std::vector<uint8_t>& owns = scratch.owns;
+  owns.assign(backends.size(), 0);
+  for (const Claimant& c : claimants) {
+    owns[c.index] = c.next != c.first || slots[AddMod(c.first, m - c.skip, m)] == c.index;
+  }
+  return LookupTable(std::move(slots), std::move(names),
+                     LookupTable::Known{.name_hashes = name_hash, .owns = owns});
 }
 
 }  // namespace

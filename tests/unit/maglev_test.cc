@@ -292,18 +292,45 @@ TEST(LookupTableTest, FingerprintMatchesItsDefinition) {
     for (uint16_t& s : slots) s = static_cast<uint16_t>(rng() % owners);
     const uint64_t expected = ReferenceFingerprint(slots, names);
     EXPECT_EQ(LookupTable(slots, names).fingerprint(), expected) << "trial " << trial;
-    // The constructor for builders that hashed the names already.
+    // The constructor for builders that know the names' hashes and owners.
     std::vector<uint64_t> hashes;
     for (const std::string& name : names) hashes.push_back(LookupTable::NameHash(name));
-    EXPECT_EQ(LookupTable(slots, names, hashes).fingerprint(), expected) << "trial " << trial;
+    std::vector<uint8_t> owns(names.size(), 0);
+    for (uint16_t s : slots) owns[s] = 1;
+    EXPECT_EQ(LookupTable(slots, names, {.name_hashes = hashes}).fingerprint(), expected) << "trial " << trial;
+    EXPECT_EQ(LookupTable(slots, names, {.owns = owns}).fingerprint(), expected) << "trial " << trial;
+    EXPECT_EQ(LookupTable(slots, names, {.name_hashes = hashes, .owns = owns}).fingerprint(), expected)
+        << "trial " << trial;
   }
-  // The Maglev builder passes its own hashes of the names (Xxh64Seeds).
-  for (int n : {1, 7, 64, 700, 5000}) {
+}
+
+// The Maglev builder hands the constructor its own hashes of the names
+// (Xxh64Seeds) and who holds slots (from its claimants): one backend (its
+// claims go once around its whole permutation), drained ones, and skewed
+// weights whose light backends find the table full before their first turn.
+TEST(MaglevTest, BuilderFingerprintMatchesItsDefinition) {
+  struct Case {
+    int n;
+    uint32_t m, range;
+  };
+  for (const Case c : {Case{1, 251, 1}, Case{2, 251, 1}, Case{7, 251, 3}, Case{64, 4099, 1},
+                       Case{300, 4099, 100}, Case{700, 65537, 3}, Case{5000, 65537, 100},
+                       Case{1000, 1000003, 1000}}) {
     std::vector<BackendSpec> backends;
-    for (int i = 0; i < n; ++i) backends.push_back({absl::StrFormat("pool-%d.example", i * 37), 1u + i % 3});
-    const absl::StatusOr<LookupTable> t = BuildMaglevTable(backends, 65537);
-    ASSERT_TRUE(t.ok()) << t.status();
-    EXPECT_EQ(t->fingerprint(), ReferenceFingerprint(t->slots(), t->backend_names())) << "N = " << n;
+    for (int i = 0; i < c.n; ++i) {
+      const uint32_t weight = c.n > 2 && i % 5 == 4 ? 0 : 1 + static_cast<uint32_t>(i * 7919) % c.range;
+      backends.push_back({absl::StrFormat("pool-%d.example", i * 37), weight});
+    }
+    for (MaglevFillCode code : {MaglevFillCode::kPortable, MaglevFillCode::kAvx2}) {
+      if (!MaglevFillCodeRuns(code)) continue;
+      const absl::StatusOr<LookupTable> t = BuildMaglevTableWith(code, backends, c.m);
+      ASSERT_TRUE(t.ok()) << t.status();
+      const std::vector<uint32_t> entries = t->EntryCounts();
+      const bool some_hold_nothing = std::count(entries.begin(), entries.end(), 0u) > c.n / 5;
+      if (c.range == 100 && c.n == 5000) EXPECT_TRUE(some_hold_nothing) << "the case tests nothing";
+      EXPECT_EQ(t->fingerprint(), ReferenceFingerprint(t->slots(), t->backend_names()))
+          << "N = " << c.n << " M = " << c.m << " " << NameOf(code);
+    }
   }
 }
 
