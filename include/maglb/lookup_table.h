@@ -35,7 +35,8 @@ class LookupTable {
   /// `slots` must be non-empty and every entry < backend_names.size().
   LookupTable(std::vector<uint16_t> slots, std::vector<std::string> backend_names);
   /// What a builder may know already, so that the constructor does not work
-  /// it out again; each part empty or exactly right.
+  /// it out again. Each part is exactly right or empty (one of the wrong
+  /// length is ignored).
   struct Known {
     std::span<const uint64_t> name_hashes;  // [i]: NameHash(backend_names[i])
     std::span<const uint8_t> owns;          // [i]: 1 if backend i holds a slot, else 0

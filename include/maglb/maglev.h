@@ -54,7 +54,7 @@ MaglevPermutation MaglevPermutationOf(std::string_view name, uint32_t m);
 /// turns (with unequal weights, from a list of the claims of one period of
 /// turns where that period has at most 2^16 claims), a heap of next-claim
 /// turns (O(M log N)) when weights are skewed. Each thread keeps its scratch
-/// (the map, the period's list, 88 bytes per backend) between builds: at most
+/// (the map, the period's list, 97 bytes per backend) between builds: at most
 /// about 1.2 MiB plus 6 MiB for 65535 backends.
 ///
 /// On x86-64 CPUs with AVX2, BMI and BMI2 (GCC builds) the last empty slots

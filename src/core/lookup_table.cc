@@ -34,9 +34,11 @@ LookupTable::LookupTable(std::vector<uint16_t> slots,
   // Identity by name, not by list position: rank the names that own slots in
   // a canonical order (by name hash, ties by name; integers sort cheaply),
   // hash those names, then each slot's rank.
+  // A part of the wrong length is ignored (worked out here instead).
+  if (known.name_hashes.size() != backend_names_.size()) known.name_hashes = {};
   std::vector<uint8_t> found;
   std::span<const uint8_t> owns = known.owns;
-  if (owns.empty()) {
+  if (owns.size() != backend_names_.size()) {
     found.assign(backend_names_.size(), 0);
 #pragma GCC unroll 8
     for (uint16_t b : slots_) found[b] = 1;  // a store per slot, no read-modify-write

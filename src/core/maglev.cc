@@ -216,7 +216,7 @@ bool Avx2FillPreferred() {
 // depended on what the allocator had lately freed: glibc maps blocks of 128
 // KiB and more itself and unmaps them on free, and the byte map at M = 65537
 // is 128 KiB. At most 1 MiB of map (M = kMaxTableSize), 128 KiB of claim
-// order and 88 bytes per backend stay allocated per thread that built a
+// order and 97 bytes per backend stay allocated per thread that built a
 // table.
 struct Scratch {
   std::vector<uint64_t> map;
