@@ -297,9 +297,17 @@ TEST(LookupTableTest, FingerprintMatchesItsDefinition) {
     for (const std::string& name : names) hashes.push_back(LookupTable::NameHash(name));
     std::vector<uint8_t> owns(names.size(), 0);
     for (uint16_t s : slots) owns[s] = 1;
-    EXPECT_EQ(LookupTable(slots, names, {.name_hashes = hashes}).fingerprint(), expected) << "trial " << trial;
-    EXPECT_EQ(LookupTable(slots, names, {.owns = owns}).fingerprint(), expected) << "trial " << trial;
+    EXPECT_EQ(LookupTable(slots, names, {.name_hashes = hashes, .owns = {}}).fingerprint(), expected)
+        << "trial " << trial;
+    EXPECT_EQ(LookupTable(slots, names, {.name_hashes = {}, .owns = owns}).fingerprint(), expected)
+        << "trial " << trial;
     EXPECT_EQ(LookupTable(slots, names, {.name_hashes = hashes, .owns = owns}).fingerprint(), expected)
+        << "trial " << trial;
+    // Parts of the wrong length are worked out again, not read past their end.
+    const std::span<const uint64_t> short_hashes(hashes.data(), hashes.size() - 1);
+    const std::span<const uint8_t> short_owns(owns.data(), owns.size() - 1);
+    EXPECT_EQ(LookupTable(slots, names, {.name_hashes = short_hashes, .owns = short_owns}).fingerprint(),
+              expected)
         << "trial " << trial;
   }
 }
@@ -327,7 +335,9 @@ TEST(MaglevTest, BuilderFingerprintMatchesItsDefinition) {
       ASSERT_TRUE(t.ok()) << t.status();
       const std::vector<uint32_t> entries = t->EntryCounts();
       const bool some_hold_nothing = std::count(entries.begin(), entries.end(), 0u) > c.n / 5;
-      if (c.range == 100 && c.n == 5000) EXPECT_TRUE(some_hold_nothing) << "the case tests nothing";
+      if (c.range == 100 && c.n == 5000) {
+        EXPECT_TRUE(some_hold_nothing) << "the case tests nothing";
+      }
       EXPECT_EQ(t->fingerprint(), ReferenceFingerprint(t->slots(), t->backend_names()))
           << "N = " << c.n << " M = " << c.m << " " << NameOf(code);
     }
