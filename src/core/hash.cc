@@ -10,26 +10,35 @@ namespace {
 
 using namespace xxh64_internal;  // NOLINT: the primitives of this one hash
 
-// Folds the trailing < 32 bytes and finishes the hash.
-uint64_t Finish(uint64_t h, const uint8_t* p, size_t len) {
+// Folds the trailing < 32 bytes into each of kChains hashes of the same
+// bytes (Xxh64Seeds runs several side by side) and finishes them.
+template <size_t kChains>
+void Finish(uint64_t (&h)[kChains], const uint8_t* p, size_t len) {
   while (len >= 8) {
-    h = Tail8(h, LoadLe64(p));
+    const uint64_t lane = LoadLe64(p);
+    for (uint64_t& x : h) x = Tail8(x, lane);
     p += 8;
     len -= 8;
   }
   if (len >= 4) {
-    h ^= uint64_t{LoadLe32(p)} * kP1;
-    h = std::rotl(h, 23) * kP2 + kP3;
+    const uint64_t word = uint64_t{LoadLe32(p)} * kP1;
+    for (uint64_t& x : h) x = std::rotl(x ^ word, 23) * kP2 + kP3;
     p += 4;
     len -= 4;
   }
   while (len > 0) {
-    h ^= uint64_t{*p} * kP5;
-    h = std::rotl(h, 11) * kP1;
+    const uint64_t byte = uint64_t{*p} * kP5;
+    for (uint64_t& x : h) x = std::rotl(x ^ byte, 11) * kP1;
     ++p;
     --len;
   }
-  return Avalanche(h);
+  for (uint64_t& x : h) x = Avalanche(x);
+}
+
+uint64_t Finish(uint64_t h, const uint8_t* p, size_t len) {
+  uint64_t one[1] = {h};
+  Finish(one, p, len);
+  return one[0];
 }
 
 uint64_t Converge(const uint64_t v[4]) {
@@ -73,34 +82,13 @@ uint64_t Xxh64(const void* data, size_t len, uint64_t seed) {
 
 template <size_t kSeeds>
 void Xxh64Seeds(std::string_view data, const uint64_t (&seeds)[kSeeds], uint64_t (&out)[kSeeds]) {
-  size_t len = data.size();
+  const size_t len = data.size();
   if (len >= 32) {  // not a name's length: one at a time
     for (size_t k = 0; k < kSeeds; ++k) out[k] = Xxh64(data.data(), len, seeds[k]);
     return;
   }
-  const auto* p = reinterpret_cast<const uint8_t*>(data.data());
-  uint64_t h[kSeeds];
-  for (size_t k = 0; k < kSeeds; ++k) h[k] = seeds[k] + kP5 + len;
-  // Finish, lane by lane.
-  while (len >= 8) {
-    const uint64_t lane = LoadLe64(p);
-    for (size_t k = 0; k < kSeeds; ++k) h[k] = Tail8(h[k], lane);
-    p += 8;
-    len -= 8;
-  }
-  if (len >= 4) {
-    const uint64_t word = uint64_t{LoadLe32(p)} * kP1;
-    for (size_t k = 0; k < kSeeds; ++k) h[k] = std::rotl(h[k] ^ word, 23) * kP2 + kP3;
-    p += 4;
-    len -= 4;
-  }
-  while (len > 0) {
-    const uint64_t byte = uint64_t{*p} * kP5;
-    for (size_t k = 0; k < kSeeds; ++k) h[k] = std::rotl(h[k] ^ byte, 11) * kP1;
-    ++p;
-    --len;
-  }
-  for (size_t k = 0; k < kSeeds; ++k) out[k] = Avalanche(h[k]);
+  for (size_t k = 0; k < kSeeds; ++k) out[k] = seeds[k] + kP5 + len;  // Xxh64's start below 32 bytes
+  Finish(out, reinterpret_cast<const uint8_t*>(data.data()), len);
 }
 template void Xxh64Seeds<3>(std::string_view, const uint64_t (&)[3], uint64_t (&)[3]);
 
