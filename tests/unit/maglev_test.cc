@@ -312,6 +312,24 @@ TEST(LookupTableTest, FingerprintMatchesItsDefinition) {
   }
 }
 
+// Up to 16 names the ranks are looked up 16 slots at a time (a byte
+// shuffle) where the CPU has AVX2, above that one by one: both against the
+// definition, at sizes around the shuffle's width and the hashing block.
+TEST(LookupTableTest, FingerprintMatchesItsDefinitionAroundSixteenNames) {
+  std::mt19937_64 rng(1616);
+  for (int n = 1; n <= 18; ++n) {
+    for (const uint32_t m : {1u, 15u, 16u, 17u, 33u, 251u, 2048u + 17u, 65537u}) {
+      std::vector<std::string> names;
+      for (int i = 0; i < n; ++i) names.push_back(absl::StrFormat("few-%d.%x", i, rng() % 9999));
+      const int owners = 1 + static_cast<int>(rng() % n);  // names[owners..] own nothing
+      std::vector<uint16_t> slots(m);
+      for (uint16_t& s : slots) s = static_cast<uint16_t>(rng() % owners);
+      EXPECT_EQ(LookupTable(slots, names).fingerprint(), ReferenceFingerprint(slots, names))
+          << "n " << n << " m " << m;
+    }
+  }
+}
+
 // The Maglev builder hands the constructor its own hashes of the names
 // (Xxh64Seeds) and who holds slots (from its claimants): one backend (its
 // claims go once around its whole permutation), drained ones, and skewed
