@@ -234,6 +234,32 @@ TEST(MaglevTest, ScanByColumnsMatchesReference) {
   }
 }
 
+// Up to 256 backends (by position in the list) the claims write owners as
+// bytes, widened at the end; from 257 they write the slots. Drained backends
+// keep their positions, so a list of 300 with the last 44 drained still
+// writes bytes, and one of 257 whose last is live does not.
+TEST(MaglevTest, OwnersAsBytesMatchReferenceAroundTheirLimit) {
+  std::mt19937_64 rng(256257);
+  for (const uint32_t m : {4099u, 65537u}) {
+    for (const int n : {255, 256, 257, 300}) {
+      for (const WeightMix mix : {WeightMix::kEqual, WeightMix::kOneToHundred}) {
+        std::vector<BackendSpec> b = RandomBackends(rng, n, mix);
+        if (n == 300) {
+          for (int i = 256; i < n; ++i) b[i].weight = 0;
+        }
+        std::vector<int> ref = testing::ReferenceMaglevPopulate(b, m);
+        for (MaglevFillCode code : FillCodesHere()) {
+          LookupTable t = BuildWith(code, b, m);
+          const std::string what =
+              absl::StrFormat("%s M=%u N=%d mix %d", NameOf(code), m, n, static_cast<int>(mix));
+          ASSERT_EQ(t.size(), ref.size()) << what;
+          for (uint32_t s = 0; s < m; ++s) ASSERT_EQ(t.slot(s), ref[s]) << what << " slot " << s;
+        }
+      }
+    }
+  }
+}
+
 // The builder probes in several ways as the table fills, with a byte map of
 // taken slots up to 2^17 slots and a bit map above (the portable code) or a
 // bit map and gathers (AVX2), and a scan of the last empty slots (in
