@@ -49,6 +49,21 @@ LookupTable BuildWith(MaglevFillCode code, const std::vector<BackendSpec>& b, ui
   return t.ok() ? *std::move(t) : LookupTable();
 }
 
+// Whether `t` places every slot where the reference builder does (no table
+// where it has none); if not, the first difference.
+::testing::AssertionResult SameSlotsAsReference(const LookupTable& t, const std::vector<int>& ref) {
+  if (t.size() != ref.size()) {
+    return ::testing::AssertionFailure() << "size " << t.size() << ", the reference's " << ref.size();
+  }
+  for (uint32_t s = 0; s < ref.size(); ++s) {
+    if (t.slot(s) != ref[s]) {
+      return ::testing::AssertionFailure() << "slot " << s << " holds " << t.slot(s) << ", the reference's "
+                                           << ref[s];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // Fraction of slots whose backend *name* differs (same M).
 struct Change {
   double moved = 0;
@@ -107,16 +122,8 @@ TEST(MaglevTest, ProductionBuilderMatchesPaperReferenceOnRandomConfigs) {
     }
     std::vector<int> ref = testing::ReferenceMaglevPopulate(b, m);
     for (MaglevFillCode code : FillCodesHere()) {
-      LookupTable t = BuildWith(code, b, m);
-      if (ref.empty()) {
-        EXPECT_TRUE(t.empty());
-        continue;
-      }
-      ASSERT_EQ(t.size(), ref.size());
-      for (uint32_t s = 0; s < m; ++s) {
-        ASSERT_EQ(t.slot(s), ref[s]) << NameOf(code) << " trial " << trial << " M=" << m
-                                     << " N=" << n << " slot " << s;
-      }
+      ASSERT_TRUE(SameSlotsAsReference(BuildWith(code, b, m), ref))
+          << NameOf(code) << " trial " << trial << " M=" << m << " N=" << n;
     }
   }
 }
@@ -132,12 +139,8 @@ TEST(MaglevTest, WeightsWithACommonFactorMatchReference) {
         for (int i = 0; i < n; ++i) b[i].weight = factor * (1 + static_cast<uint32_t>(i * 7 % 5));
         std::vector<int> ref = testing::ReferenceMaglevPopulate(b, m);
         for (MaglevFillCode code : FillCodesHere()) {
-          LookupTable t = BuildWith(code, b, m);
-          ASSERT_EQ(t.size(), ref.size());
-          for (uint32_t s = 0; s < m; ++s) {
-            ASSERT_EQ(t.slot(s), ref[s]) << NameOf(code) << " M=" << m << " N=" << n
-                                         << " factor " << factor << " slot " << s;
-          }
+          ASSERT_TRUE(SameSlotsAsReference(BuildWith(code, b, m), ref))
+              << NameOf(code) << " M=" << m << " N=" << n << " factor " << factor;
         }
       }
     }
@@ -157,9 +160,7 @@ TEST(MaglevTest, SkewedWeightsMatchReference) {
     if (trial % 3 == 0) b[rng() % n].weight = 0;
     std::vector<int> ref = testing::ReferenceMaglevPopulate(b, m);
     for (MaglevFillCode code : FillCodesHere()) {
-      LookupTable t = BuildWith(code, b, m);
-      ASSERT_EQ(t.size(), ref.size());
-      for (uint32_t s = 0; s < m; ++s) ASSERT_EQ(t.slot(s), ref[s]) << NameOf(code) << " trial " << trial;
+      ASSERT_TRUE(SameSlotsAsReference(BuildWith(code, b, m), ref)) << NameOf(code) << " trial " << trial;
     }
   }
 }
@@ -173,9 +174,7 @@ TEST(MaglevTest, MatchesReferenceAtLargePrimeWhere32BitProductsWrap) {
     for (MaglevFillCode code : FillCodesHere()) {
       LookupTable t = BuildWith(code, b, m);
       ASSERT_EQ(t.size(), m);
-      for (uint32_t s = 0; s < m; ++s) {
-        ASSERT_EQ(t.slot(s), ref[s]) << NameOf(code) << " M=" << m << " slot " << s;
-      }
+      ASSERT_TRUE(SameSlotsAsReference(t, ref)) << NameOf(code) << " M=" << m;
     }
   }
 }
@@ -220,15 +219,8 @@ TEST(MaglevTest, ScanByColumnsMatchesReference) {
       std::vector<BackendSpec> b = RandomBackends(rng, shape.n, mix);
       std::vector<int> ref = testing::ReferenceMaglevPopulate(b, shape.m);
       for (MaglevFillCode code : FillCodesHere()) {
-        LookupTable t = BuildWith(code, b, shape.m);
-        const std::string what = absl::StrFormat("%s M=%u N=%d mix %d", NameOf(code), shape.m, shape.n,
-                                                 static_cast<int>(mix));
-        if (ref.empty()) {
-          EXPECT_TRUE(t.empty()) << what;
-          continue;
-        }
-        ASSERT_EQ(t.size(), ref.size()) << what;
-        for (uint32_t s = 0; s < shape.m; ++s) ASSERT_EQ(t.slot(s), ref[s]) << what << " slot " << s;
+        ASSERT_TRUE(SameSlotsAsReference(BuildWith(code, b, shape.m), ref))
+            << NameOf(code) << " M=" << shape.m << " N=" << shape.n << " mix " << static_cast<int>(mix);
       }
     }
   }
@@ -249,11 +241,8 @@ TEST(MaglevTest, OwnersAsBytesMatchReferenceAroundTheirLimit) {
         }
         std::vector<int> ref = testing::ReferenceMaglevPopulate(b, m);
         for (MaglevFillCode code : FillCodesHere()) {
-          LookupTable t = BuildWith(code, b, m);
-          const std::string what =
-              absl::StrFormat("%s M=%u N=%d mix %d", NameOf(code), m, n, static_cast<int>(mix));
-          ASSERT_EQ(t.size(), ref.size()) << what;
-          for (uint32_t s = 0; s < m; ++s) ASSERT_EQ(t.slot(s), ref[s]) << what << " slot " << s;
+          ASSERT_TRUE(SameSlotsAsReference(BuildWith(code, b, m), ref))
+              << NameOf(code) << " M=" << m << " N=" << n << " mix " << static_cast<int>(mix);
         }
       }
     }
@@ -286,15 +275,9 @@ TEST(MaglevTest, MatchesReferenceOnRandomShapesAndSizes) {
       std::vector<BackendSpec> b = RandomBackends(rng, n, mix);
       std::vector<int> ref = testing::ReferenceMaglevPopulate(b, size.m);
       for (MaglevFillCode code : FillCodesHere()) {
-        LookupTable t = BuildWith(code, b, size.m);
-        const std::string what = absl::StrFormat("%s M=%u N=%d mix %d trial %d", NameOf(code),
-                                                 size.m, n, static_cast<int>(mix), trial);
-        if (ref.empty()) {
-          EXPECT_TRUE(t.empty()) << what;
-          continue;
-        }
-        ASSERT_EQ(t.size(), ref.size()) << what;
-        for (uint32_t s = 0; s < size.m; ++s) ASSERT_EQ(t.slot(s), ref[s]) << what << " slot " << s;
+        ASSERT_TRUE(SameSlotsAsReference(BuildWith(code, b, size.m), ref))
+            << NameOf(code) << " M=" << size.m << " N=" << n << " mix " << static_cast<int>(mix) << " trial "
+            << trial;
       }
     }
   }
@@ -593,11 +576,8 @@ TEST(MaglevTest, MatchesReferenceAtTheLargestTableSize) {
     std::vector<BackendSpec> b = RandomBackends(rng, mix == WeightMix::kEqual ? 7 : 300, mix);
     std::vector<int> ref = testing::ReferenceMaglevPopulate(b, kMaxTableSize);
     for (MaglevFillCode code : FillCodesHere()) {
-      LookupTable t = BuildWith(code, b, kMaxTableSize);
-      ASSERT_EQ(t.size(), ref.size()) << NameOf(code);
-      for (uint32_t s = 0; s < kMaxTableSize; ++s) {
-        ASSERT_EQ(t.slot(s), ref[s]) << NameOf(code) << " mix " << static_cast<int>(mix) << " slot " << s;
-      }
+      ASSERT_TRUE(SameSlotsAsReference(BuildWith(code, b, kMaxTableSize), ref))
+          << NameOf(code) << " mix " << static_cast<int>(mix);
     }
   }
 }
